@@ -1,0 +1,43 @@
+"""GET /api/health: is the database readable and the writer running."""
+
+from __future__ import annotations
+
+import duckdb
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from app import __version__
+from app.api.schemas import DatabaseHealth, Health, WriterHealth
+from app.deps import DbDep, WriterDep
+from app.storage.ingest_store import count_rows
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/api/health", response_model=Health, responses={503: {"model": Health}})
+def health(db: DbDep, writer: WriterDep) -> JSONResponse:
+    """Database and writer state; 503 when either is down."""
+    try:
+        cur = db.cursor()
+        database = DatabaseHealth(
+            ok=True,
+            path=str(db.path),
+            revision=db.revision,
+            requests=count_rows(cur, "requests"),
+            rejects=count_rows(cur, "rejects"),
+        )
+    except (duckdb.Error, RuntimeError) as exc:
+        database = DatabaseHealth(
+            ok=False,
+            path=str(db.path),
+            revision=db.revision,
+            requests=0,
+            rejects=0,
+            error=str(exc),
+        )
+    state = WriterHealth(**writer.state())
+    ok = database.ok and state.running
+    body = Health(
+        status="ok" if ok else "degraded", version=__version__, database=database, writer=state
+    )
+    return JSONResponse(body.model_dump(), status_code=200 if ok else 503)

@@ -1,0 +1,259 @@
+"""The `tokenshape` command: serve, migrate, token, demo, import."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from app.config import Settings
+from app.storage.database import Database, DatabaseLocked
+
+
+class Progress:
+    """A one-line progress bar on stderr when it is a terminal; silent otherwise."""
+
+    def __init__(self, label: str, total: int | None):
+        self.label, self.total, self.done = label, total, 0
+        self.tty = sys.stderr.isatty()
+        self.started = time.monotonic()
+
+    def advance(self, n: int) -> None:
+        """Count n more units and redraw."""
+        self.done += n
+        if not self.tty:
+            return
+        rate = self.done / max(time.monotonic() - self.started, 1e-6)
+        if self.total:
+            share = min(self.done / self.total, 1.0)
+            bar = "#" * int(share * 30)
+            text = f"\r{self.label} [{bar:<30}] {share:6.1%} {self.done:,} ({rate:,.0f}/s)"
+        else:
+            text = f"\r{self.label} {self.done:,} ({rate:,.0f}/s)"
+        sys.stderr.write(text)
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        """End the bar's line."""
+        if self.tty:
+            sys.stderr.write("\n")
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides = {k: v for k in ("db", "host", "port", "tz") if (v := getattr(args, k, None))}
+    return Settings(**overrides)
+
+
+def _open(settings: Settings) -> Database:
+    return Database(settings.db).open()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the server (ingest, API, dashboard) until interrupted."""
+    import uvicorn
+
+    from app.main import create_app
+
+    settings = _settings(args)
+    db = _open(settings)  # fail fast, with a clear line, if another process holds the file
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    print(f"tokenshape serving {settings.db} on http://{settings.host}:{settings.port}", flush=True)
+    uvicorn.run(
+        create_app(settings, db=db),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        timeout_graceful_shutdown=10,
+    )
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """Bring the database file to the newest schema."""
+    settings = _settings(args)
+    with _open(settings) as db:
+        print(f"{settings.db} is at revision {db.revision}")
+    return 0
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    """Create, list or revoke API tokens."""
+    from app.storage import tokens
+
+    settings = _settings(args)
+    with _open(settings) as db:
+        cur = db.cursor()
+        if args.action == "create":
+            token, info = tokens.create(cur, args.gateway, args.scope)
+            print(
+                f"created token {info.id} for gateway '{info.gateway}' with scope "
+                f"'{info.scope}'. It is shown only once; store it now:"
+            )
+            print(token)
+        elif args.action == "list":
+            rows = tokens.list_tokens(cur)
+            if not rows:
+                print("no tokens yet: tokenshape token create --gateway NAME --scope ingest")
+            for t in rows:
+                state = f"revoked {t.revoked_at:%Y-%m-%d}" if t.revoked_at else "active"
+                print(
+                    f"{t.id}  {t.display:<16} {t.gateway:<24} {t.scope:<7} "
+                    f"created {t.created_at:%Y-%m-%d %H:%M}  {state}"
+                )
+        else:
+            if not tokens.revoke(cur, args.id):
+                print(
+                    f"error: no active token with id {args.id!r} (see `tokenshape token list`)",
+                    file=sys.stderr,
+                )
+                return 1
+            print(f"revoked token {args.id}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Seed deterministic synthetic traffic, optionally then serve it."""
+    from app import demo
+
+    settings = _settings(args)
+    with _open(settings) as db:
+        progress = Progress("demo", args.requests)
+        started = time.monotonic()
+        stats = demo.seed(
+            db,
+            requests=args.requests,
+            days=args.days,
+            seed=args.seed,
+            tz=settings.tz,
+            progress=progress.advance,
+        )
+        progress.close()
+        print(
+            f"demo: {stats.accepted:,} requests stored ({stats.duplicates:,} already there) "
+            f"over {args.days} days in {settings.db} in {time.monotonic() - started:.1f} s"
+        )
+    if args.serve:
+        return cmd_serve(args)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Load a file of records into the database."""
+    from ingest.formats import files
+
+    settings = _settings(args)
+    path = Path(args.file)
+    if not path.is_file():
+        print(f"error: {path} is not a file", file=sys.stderr)
+        return 1
+    fmt = files.detect(path) if args.format == "auto" else args.format
+    gateway = args.gateway or files.default_gateway(path, fmt)
+    with _open(settings) as db:
+        progress = Progress(f"import {path.name}", None)
+        started = time.monotonic()
+        stats = files.import_file(
+            db,
+            path,
+            fmt,
+            gateway=gateway,
+            model=args.model,
+            raw_chars=settings.reject_raw_chars,
+            progress=progress.advance,
+        )
+        progress.close()
+    print(
+        f"import: {stats.accepted:,} stored, {stats.duplicates:,} duplicates, "
+        f"{stats.rejected:,} rejected (see the rejects table) from {path} as {fmt}, "
+        f"gateway '{gateway}', in {time.monotonic() - started:.1f} s"
+    )
+    if stats.first_errors:
+        for line in stats.first_errors:
+            print(f"  {line}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="tokenshape",
+        description="The real ISL x OSL shape of LLM serving traffic, and engines sized to it.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, func: Callable, help_: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=help_)
+        p.add_argument("--db", type=Path, help="database file (default: TOKENSHAPE_DB)")
+        p.set_defaults(func=func)
+        return p
+
+    def server_opts(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--host", help="bind address (default: TOKENSHAPE_HOST or 127.0.0.1)")
+        p.add_argument("--port", type=int, help="port (default: TOKENSHAPE_PORT or 8050)")
+
+    server_opts(add("serve", cmd_serve, "Run the server: ingest, API and dashboard."))
+    add("migrate", cmd_migrate, "Migrate the database file to the newest schema.")
+
+    tok = add("token", cmd_token, "Create, list or revoke API tokens.")
+    tsub = tok.add_subparsers(dest="action", required=True)
+    create = tsub.add_parser("create", help="create a token (printed once, last line)")
+    create.add_argument("--gateway", required=True, help="gateway name the token ships as")
+    create.add_argument("--scope", required=True, choices=["ingest", "read", "admin"])
+    tsub.add_parser("list", help="list tokens (never their secrets)")
+    revoke = tsub.add_parser("revoke", help="revoke a token by id")
+    revoke.add_argument("id", help="token id from `tokenshape token list`")
+    for p in (create, revoke, tsub.choices["list"]):
+        p.add_argument("--db", type=Path, help="database file (default: TOKENSHAPE_DB)")
+
+    demo = add("demo", cmd_demo, "Seed deterministic synthetic traffic.")
+    demo.add_argument("--days", type=int, default=14, help="days of traffic (default 14)")
+    demo.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    demo.add_argument(
+        "--requests", type=int, default=300_000, help="number of requests (default 300,000)"
+    )
+    demo.add_argument("--tz", help="time zone of the daily rhythm (default: TOKENSHAPE_TZ)")
+    demo.add_argument("--serve", action="store_true", help="serve the data afterwards")
+    server_opts(demo)
+
+    imp = add("import", cmd_import, "Import a file of request records.")
+    imp.add_argument("file", help="the file to import")
+    imp.add_argument("--gateway", help="gateway name to store the records under")
+    imp.add_argument(
+        "--format",
+        default="auto",
+        choices=["auto", "ndjson", "csv", "parquet", "azure"],
+        help="file format (default: from the extension and header)",
+    )
+    imp.add_argument("--model", help="model name for formats that carry none (azure)")
+    return parser
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    """Entry point of the console script."""
+    parser = build_parser()
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    try:
+        return int(args.func(args) or 0)
+    except DatabaseLocked as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        print(f"error: invalid setting: {problems}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Settings: one object read from TOKENSHAPE_* environment variables and `.env`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every tunable of the server; each field is documented in README.md and .env.example."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="TOKENSHAPE_", env_file=".env", extra="ignore", frozen=True
+    )
+
+    db: Path = Field(Path("data/tokenshape.duckdb"), description="DuckDB database file.")
+    host: str = Field("127.0.0.1", description="Address the server binds to.")
+    port: int = Field(8050, ge=1, le=65535, description="Port the server listens on.")
+    tz: str = Field("UTC", description="IANA time zone for hour-of-day views and demo traffic.")
+    max_body_bytes: int = Field(
+        16 * 1024 * 1024, ge=1024, description="Largest ingest body, counted after decompression."
+    )
+    max_items_per_request: int = Field(
+        100_000, ge=1, description="Most records one ingest request may carry."
+    )
+    writer_queue_rows: int = Field(
+        200_000, ge=1, description="Rows waiting for the writer before ingest answers 503."
+    )
+    writer_flush_rows: int = Field(
+        50_000, ge=1, description="The writer commits once this many rows are waiting."
+    )
+    writer_flush_ms: float = Field(
+        5.0, ge=0, description="Longest a batch waits for others to share its commit."
+    )
+    reject_raw_chars: int = Field(
+        4096, ge=64, description="How much of a rejected item's raw text `rejects` keeps."
+    )
+    log_level: str = Field("info", description="Log level: debug, info, warning, error.")
+
+    @field_validator("tz")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(
+                f"unknown time zone {value!r}: use an IANA name such as 'UTC' or 'Europe/Berlin'"
+            ) from exc
+        return value
+
+
+def setting_names() -> list[str]:
+    """Environment variable names of every setting, for docs checks and `--help`."""
+    return [f"TOKENSHAPE_{name.upper()}" for name in Settings.model_fields]

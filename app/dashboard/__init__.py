@@ -1,0 +1,1 @@
+"""The Dash app on the FastAPI server: shell, pages, figures."""

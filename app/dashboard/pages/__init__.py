@@ -1,0 +1,1 @@
+"""One module per page; each registers itself from `register(db)`."""

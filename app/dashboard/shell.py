@@ -1,0 +1,48 @@
+"""The Dash app mounted on the FastAPI server, with the page shell around every page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dash
+from dash import Dash, html
+from fastapi import FastAPI
+
+from app.dashboard.pages import overview
+from app.storage.database import Database
+
+STATIC = Path(__file__).resolve().parents[2] / "static"
+
+
+def mount(server: FastAPI, db: Database) -> Dash:
+    """Create the Dash app on `server` (Dash's FastAPI backend) and register the pages."""
+    app = Dash(
+        __name__,
+        server=server,
+        use_pages=True,
+        pages_folder="",
+        assets_folder=str(STATIC),
+        title="tokenshape",
+        update_title=None,
+        suppress_callback_exceptions=True,
+    )
+    overview.register(db)
+    app.layout = html.Div(
+        [
+            html.Header(
+                [
+                    html.Img(src=app.get_asset_url("logo.svg"), className="logo", alt=""),
+                    html.Span("tokenshape", className="brand"),
+                    html.Nav(
+                        [
+                            html.A(p["name"], href=p["relative_path"])
+                            for p in dash.page_registry.values()
+                        ]
+                    ),
+                ],
+                className="topbar",
+            ),
+            html.Main(dash.page_container, className="page"),
+        ]
+    )
+    return app

@@ -1,0 +1,83 @@
+"""The composition root: FastAPI app, routers, Dash, and the lifespan that runs the writer."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from app import __version__
+from app.api import health
+from app.config import Settings
+from app.dashboard.shell import mount
+from app.storage.database import Database
+from app.storage.writer import Writer
+from ingest import routes as ingest_routes
+
+log = logging.getLogger("tokenshape")
+
+
+def utc_now() -> datetime:
+    """The real clock."""
+    return datetime.now(UTC)
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    clock: Callable[[], datetime] = utc_now,
+    db: Database | None = None,
+) -> FastAPI:
+    """Build the app; the database opens and the writer starts in the lifespan, not here."""
+    settings = settings or Settings()
+    database = db or Database(settings.db)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if database._con is None:
+            database.open()
+        writer = Writer(
+            database,
+            capacity_rows=settings.writer_queue_rows,
+            flush_rows=settings.writer_flush_rows,
+            flush_ms=settings.writer_flush_ms,
+            raw_chars=settings.reject_raw_chars,
+        )
+        await writer.start()
+        app.state.writer = writer
+        log.info(
+            "tokenshape %s serving %s (revision %s)", __version__, database.path, database.revision
+        )
+        try:
+            yield
+        finally:
+            await writer.stop()
+            database.close()
+
+    app = FastAPI(
+        title="tokenshape",
+        version=__version__,
+        summary="The real ISL x OSL shape of LLM serving traffic, and engines sized to it.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.db = database
+    app.state.clock = clock
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'][1:]) or e['loc'][0]}: {e['msg']}"
+            for e in exc.errors()
+        )
+        return JSONResponse({"detail": f"invalid parameters: {problems}"}, status_code=422)
+
+    app.include_router(ingest_routes.router)
+    app.include_router(health.router)
+    mount(app, database)  # last: Dash adds a catch-all GET route for its pages
+    return app

@@ -1,0 +1,1 @@
+"""Everything that touches the DuckDB file: schema, migrations, connections, the writer, tokens."""

@@ -1,0 +1,72 @@
+"""What the ingest side hands to storage: valid rows as Arrow, invalid items as rejects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import pyarrow as pa
+
+REJECTS_SCHEMA = pa.schema(
+    [
+        ("received_at", pa.timestamp("us", tz="UTC")),
+        ("gateway", pa.string()),
+        ("format", pa.string()),
+        ("item_index", pa.int32()),
+        ("field", pa.string()),
+        ("reason", pa.string()),
+        ("raw", pa.string()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Reject:
+    """One item (or a whole payload, index None) that could not be stored, and why."""
+
+    index: int | None
+    field: str | None
+    reason: str
+    raw: str | None = None
+
+
+@dataclass
+class Batch:
+    """One shipment from one gateway: the rows to insert and the items to quarantine."""
+
+    gateway: str
+    format: str
+    received_at: datetime
+    rows: pa.Table | None
+    rejects: list[Reject] = field(default_factory=list)
+
+    @property
+    def row_count(self) -> int:
+        """Rows to insert plus rejects to record: what the writer's queue bound counts."""
+        return (self.rows.num_rows if self.rows is not None else 0) + len(self.rejects)
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What one batch's commit did: new rows stored, rows already present, rejects kept."""
+
+    accepted: int
+    duplicates: int
+    rejected: int
+
+
+def rejects_table(batch: Batch, raw_chars: int) -> pa.Table:
+    """The batch's rejects as rows of the `rejects` table, raw text cut to raw_chars."""
+    n = len(batch.rejects)
+    return pa.table(
+        {
+            "received_at": pa.array([batch.received_at] * n, REJECTS_SCHEMA.field(0).type),
+            "gateway": [batch.gateway] * n,
+            "format": [batch.format] * n,
+            "item_index": pa.array([r.index for r in batch.rejects], pa.int32()),
+            "field": [r.field for r in batch.rejects],
+            "reason": [r.reason for r in batch.rejects],
+            "raw": [None if r.raw is None else r.raw[:raw_chars] for r in batch.rejects],
+        },
+        schema=REJECTS_SCHEMA,
+    )

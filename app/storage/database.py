@@ -1,0 +1,93 @@
+"""The one DuckDB instance of the process: opening, migrating, and per-thread read cursors."""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+
+import duckdb
+
+from app.storage import migrate
+
+
+class DatabaseLocked(RuntimeError):
+    """Another process (usually a running `tokenshape serve`) holds the database file."""
+
+    def __init__(self, path: Path, detail: str):
+        holder = re.search(r"PID (\d+)", detail)
+        who = f"process {holder.group(1)}" if holder else "another process"
+        super().__init__(
+            f"{path} is in use by {who} (a running tokenshape server?). "
+            "Stop it first, or send the data over HTTP instead: POST /v1/requests."
+        )
+
+
+class Database:
+    """Owns the DuckDB connection; hands out one cursor per thread for reads."""
+
+    def __init__(self, path: Path, *, read_only: bool = False):
+        self.path = Path(path)
+        self.read_only = read_only
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._local = threading.local()
+        self._cursors: list[duckdb.DuckDBPyConnection] = []
+        self._lock = threading.Lock()
+        self.revision = ""
+
+    def open(self, *, run_migrations: bool = True) -> Database:
+        """Migrate (unless read-only) and open the file; raises DatabaseLocked if it is held."""
+        try:
+            if run_migrations and not self.read_only:
+                self.revision = migrate.upgrade(self.path)
+            self._con = duckdb.connect(str(self.path), read_only=self.read_only)
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():
+                raise DatabaseLocked(self.path, str(exc)) from None
+            raise
+        except Exception as exc:  # SQLAlchemy wraps DuckDB's lock error during migration
+            if "lock" in str(exc).lower() and "conflicting" in str(exc).lower():
+                raise DatabaseLocked(self.path, str(exc)) from None
+            raise
+        return self
+
+    @property
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        """The root connection; only the writer (or a CLI bulk load) writes through it."""
+        if self._con is None:
+            raise RuntimeError("database is not open")
+        return self._con
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor private to the calling thread (DuckDB connections are not thread-safe)."""
+        cur = getattr(self._local, "cursor", None)
+        if cur is None:
+            cur = self.connection.cursor()
+            self._local.cursor = cur
+            with self._lock:
+                self._cursors.append(cur)
+        return cur
+
+    def new_cursor(self) -> duckdb.DuckDBPyConnection:
+        """A fresh connection to the same instance, for a thread that owns it (the writer)."""
+        return self.connection.cursor()
+
+    def close(self) -> None:
+        """Close every cursor and the instance (checkpoints the WAL)."""
+        with self._lock:
+            for cur in self._cursors:
+                try:
+                    cur.close()
+                except duckdb.Error:
+                    pass
+            self._cursors.clear()
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+        self._local = threading.local()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,98 @@
+"""Table definitions (SQLAlchemy Core): the reference the Alembic migrations must produce."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    ARRAY,
+    Boolean,
+    Column,
+    DateTime,
+    Double,
+    Integer,
+    MetaData,
+    String,
+    Table,
+)
+
+metadata = MetaData()
+
+TSZ = DateTime(timezone=True)
+
+requests = Table(
+    "requests",
+    metadata,
+    Column("gateway", String, nullable=False),
+    Column("request_id", String, nullable=False),
+    Column("started_at", TSZ, nullable=False),
+    Column("received_at", TSZ, nullable=False),
+    Column("model", String, nullable=False),
+    Column("engine", String),
+    Column("tenant", String),
+    Column("isl", Integer, nullable=False),
+    Column("osl", Integer, nullable=False),
+    Column("tokens_estimated", Boolean, nullable=False),
+    Column("ttft_ms", Double),
+    Column("e2e_ms", Double),
+    Column("itl_ms", Double),
+    Column("queue_ms", Double),
+    Column("token_gaps_ms", ARRAY(Double)),
+    Column("status", String, nullable=False),
+    Column("error_type", String),
+    Column("stream", Boolean),
+    Column("cached_tokens", Integer),
+)
+
+rejects = Table(
+    "rejects",
+    metadata,
+    Column("received_at", TSZ, nullable=False),
+    Column("gateway", String),
+    Column("format", String, nullable=False),
+    Column("item_index", Integer),
+    Column("field", String),
+    Column("reason", String, nullable=False),
+    Column("raw", String),
+)
+
+tokens = Table(
+    "tokens",
+    metadata,
+    Column("id", String, primary_key=True),
+    Column("token_hash", String, nullable=False, unique=True),
+    Column("display", String, nullable=False),
+    Column("gateway", String, nullable=False),
+    Column("scope", String, nullable=False),
+    Column("created_at", TSZ, nullable=False),
+    Column("last_used_at", TSZ),
+    Column("revoked_at", TSZ),
+)
+
+engines = Table(
+    "engines",
+    metadata,
+    Column("name", String, primary_key=True),
+    Column("model", String),
+    Column("framework", String),
+    Column("profile", String, nullable=False),
+    Column("created_at", TSZ, nullable=False),
+    Column("updated_at", TSZ, nullable=False),
+)
+
+report_runs = Table(
+    "report_runs",
+    metadata,
+    Column("id", String, primary_key=True),
+    Column("week", String, nullable=False),
+    Column("engine", String),
+    Column("recipients", String, nullable=False),
+    Column("status", String, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("message_id", String),
+    Column("error", String),
+    Column("started_at", TSZ, nullable=False),
+    Column("finished_at", TSZ),
+)
+
+# Column order of `requests` as the writer inserts it; the ingest side builds Arrow tables in it.
+REQUEST_COLUMNS: tuple[str, ...] = tuple(c.name for c in requests.columns)
+REJECT_COLUMNS: tuple[str, ...] = tuple(c.name for c in rejects.columns)

@@ -1,0 +1,188 @@
+"""The single writer: a bounded queue of batches, group commit, answers after the commit."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from app.storage.batches import Batch, WriteResult
+from app.storage.database import Database
+from app.storage.ingest_store import RequestStore
+
+log = logging.getLogger("tokenshape.writer")
+
+
+class WriterSaturated(Exception):
+    """The queue is full; the client should retry after `retry_after` seconds."""
+
+    def __init__(self, retry_after: int = 1):
+        super().__init__("the writer queue is full")
+        self.retry_after = retry_after
+
+
+class WriterStopped(Exception):
+    """The writer is not running (server starting up or shutting down)."""
+
+
+@dataclass
+class WriterStats:
+    """Counters shown by /api/health."""
+
+    flushes: int = 0
+    batches: int = 0
+    rows_accepted: int = 0
+    rows_duplicate: int = 0
+    rows_rejected: int = 0
+    last_flush_ms: float = 0.0
+    last_error: str | None = None
+    saturated: int = 0
+
+
+class Writer:
+    """Owns the only write connection; one transaction per flush of queued batches."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        capacity_rows: int = 200_000,
+        flush_rows: int = 50_000,
+        flush_ms: float = 5.0,
+        raw_chars: int = 4096,
+    ):
+        self.db = db
+        self.capacity_rows = capacity_rows
+        self.flush_rows = flush_rows
+        self.flush_s = flush_ms / 1000
+        self.raw_chars = raw_chars
+        self.stats = WriterStats()
+        self._queue: asyncio.Queue[tuple[Batch, asyncio.Future[WriteResult]]] | None = None
+        self._pending_rows = 0
+        self._task: asyncio.Task[None] | None = None
+        # One thread owns the write connection for its whole life: DuckDB connections are
+        # not thread-safe, and a single writer thread serialises commits by construction.
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenshape-writer")
+        self._store: RequestStore | None = None
+
+    @property
+    def running(self) -> bool:
+        """True while the flush loop is alive."""
+        return self._task is not None and not self._task.done()
+
+    @property
+    def pending_rows(self) -> int:
+        """Rows queued or being flushed."""
+        return self._pending_rows
+
+    async def start(self) -> None:
+        """Open the write connection, load the dedupe index and start the flush loop."""
+        loop = asyncio.get_running_loop()
+        con = await loop.run_in_executor(self._executor, self.db.new_cursor)
+        self._store = await loop.run_in_executor(
+            self._executor, lambda: RequestStore(con, self.raw_chars)
+        )
+        self._queue = asyncio.Queue()
+        self._task = asyncio.create_task(self._run(), name="tokenshape-writer")
+
+    async def stop(self) -> None:
+        """Flush what is queued, then stop the loop and close the write connection."""
+        if self._task is not None and self._queue is not None:
+            await self._queue.join()
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        self._task = None
+        if self._store is not None:
+            store = self._store
+            self._store = None
+            await asyncio.get_running_loop().run_in_executor(self._executor, store.con.close)
+        self._executor.shutdown(wait=True)
+
+    async def submit(self, batch: Batch) -> WriteResult:
+        """Queue a batch and wait until it is committed; raises WriterSaturated when full."""
+        if self._queue is None or not self.running:
+            raise WriterStopped("the writer is not running")
+        rows = batch.row_count
+        # An oversized batch is still taken when the queue is empty, so it can never starve.
+        if self._pending_rows and self._pending_rows + rows > self.capacity_rows:
+            self.stats.saturated += 1
+            raise WriterSaturated(retry_after=1)
+        future: asyncio.Future[WriteResult] = asyncio.get_running_loop().create_future()
+        self._pending_rows += rows
+        self._queue.put_nowait((batch, future))
+        return await asyncio.shield(future)
+
+    async def _run(self) -> None:
+        assert self._queue is not None
+        queue = self._queue
+        loop = asyncio.get_running_loop()
+        while True:
+            items = [await queue.get()]
+            rows = items[0][0].row_count
+            deadline = loop.time() + self.flush_s
+            while rows < self.flush_rows:
+                if queue.empty():
+                    timeout = deadline - loop.time()
+                    if timeout <= 0:
+                        break
+                    try:
+                        item = await asyncio.wait_for(queue.get(), timeout)
+                    except TimeoutError:
+                        break
+                else:
+                    item = queue.get_nowait()
+                items.append(item)
+                rows += item[0].row_count
+            await self._flush(items, rows)
+
+    async def _flush(self, items: list, rows: int) -> None:
+        assert self._store is not None and self._queue is not None
+        batches = [batch for batch, _ in items]
+        started = time.perf_counter()
+        try:
+            results = await asyncio.get_running_loop().run_in_executor(
+                self._executor, self._store.write, batches
+            )
+        except Exception as exc:  # the batch is not stored; every waiter gets the error
+            log.error("writer flush of %d batches failed: %s", len(batches), exc)
+            self.stats.last_error = f"{type(exc).__name__}: {exc}"
+            for _, future in items:
+                if not future.done():
+                    future.set_exception(exc)
+        else:
+            self.stats.flushes += 1
+            self.stats.batches += len(batches)
+            self.stats.last_flush_ms = (time.perf_counter() - started) * 1000
+            self.stats.last_error = None
+            for (_, future), result in zip(items, results, strict=True):
+                self.stats.rows_accepted += result.accepted
+                self.stats.rows_duplicate += result.duplicates
+                self.stats.rows_rejected += result.rejected
+                if not future.done():
+                    future.set_result(result)
+        finally:
+            self._pending_rows -= rows
+            for _ in items:
+                self._queue.task_done()
+
+    def state(self) -> dict:
+        """Writer health for /api/health."""
+        s = self.stats
+        return {
+            "running": self.running,
+            "pending_rows": self._pending_rows,
+            "capacity_rows": self.capacity_rows,
+            "flushes": s.flushes,
+            "batches": s.batches,
+            "rows_accepted": s.rows_accepted,
+            "rows_duplicate": s.rows_duplicate,
+            "rows_rejected": s.rows_rejected,
+            "saturated_answers": s.saturated,
+            "last_flush_ms": round(s.last_flush_ms, 2),
+            "last_error": s.last_error,
+        }

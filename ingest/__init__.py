@@ -1,0 +1,1 @@
+"""Log shipping: wire formats, validation into canonical records, and the ingest routes."""

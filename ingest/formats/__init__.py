@@ -1,0 +1,1 @@
+"""One module per wire or file format: bytes in, canonical records and per-item errors out."""

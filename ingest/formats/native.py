@@ -1,0 +1,163 @@
+"""Native records: one JSON object, a JSON array of objects, or NDJSON, into canonical rows."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import msgspec
+import pyarrow as pa
+
+from app.storage.batches import Reject
+from ingest.records import RecordIn, describe_error, to_rows
+
+_one = msgspec.json.Decoder(RecordIn)
+_many = msgspec.json.Decoder(list[RecordIn])
+_raw_list = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+class EnvelopeError(ValueError):
+    """Nothing in the body could be parsed: answered with 400 and kept in `rejects`."""
+
+
+@dataclass
+class Parsed:
+    """The outcome of parsing one body: rows to store and items to quarantine."""
+
+    rows: pa.Table
+    rejects: list[Reject] = field(default_factory=list)
+    items: int = 0
+
+
+def _lenient_item(raw: bytes) -> RecordIn:
+    """Parse one item accepting NaN/Infinity, so the answer can name the field instead."""
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"not valid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"each record must be a JSON object, got {type(obj).__name__}")
+    for key, value in obj.items():
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, float) and not math.isfinite(v) for v in values):
+            raise FieldError(key, f"{key}: must be a finite number, got {value}")
+    return msgspec.convert(obj, RecordIn)
+
+
+class FieldError(ValueError):
+    """A named field is invalid (raised by the lenient parser)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+def _item(raw: bytes, index: int, out: list, idx: list, rejects: list) -> None:
+    try:
+        out.append(_one.decode(raw))
+        idx.append(index)
+        return
+    except msgspec.ValidationError as exc:
+        fld, msg = describe_error(exc)
+        if "Expected `object`" in str(exc) and " - at " not in str(exc):
+            fld, msg = None, "each record must be a JSON object"
+        rejects.append(Reject(index, fld, msg, raw.decode(errors="replace")))
+        return
+    except msgspec.DecodeError:
+        pass
+    try:
+        rec = _lenient_item(raw)
+    except msgspec.ValidationError as exc:
+        fld, msg = describe_error(exc)
+        rejects.append(Reject(index, fld, msg, raw.decode(errors="replace")))
+    except ValueError as exc:
+        fld = exc.field if isinstance(exc, FieldError) else None
+        rejects.append(Reject(index, fld, str(exc), raw.decode(errors="replace")))
+    else:
+        out.append(rec)
+        idx.append(index)
+
+
+def _lines(body: bytes) -> list[tuple[int, bytes]]:
+    out = []
+    for n, line in enumerate(body.split(b"\n")):
+        line = line.strip()
+        if line:
+            out.append((n, line))
+    return out
+
+
+def parse(
+    body: bytes, *, ndjson: bool, gateway: str, received_at: datetime, max_items: int
+) -> Parsed:
+    """Parse a whole body; raises EnvelopeError when nothing in it is usable."""
+    body = body.strip()
+    if body.startswith(b"\xef\xbb\xbf"):
+        body = body[3:]
+    if not body:
+        raise EnvelopeError("the body is empty: send a JSON object, a JSON array or NDJSON")
+    records: list[RecordIn] = []
+    indexes: list[int] = []
+    rejects: list[Reject] = []
+    items: list[tuple[int, bytes]]
+    if not ndjson and body[:1] == b"[":
+        try:  # fast path: the whole array is valid
+            records = _many.decode(body)
+            indexes = list(range(len(records)))
+            items = []
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            items = _split_array(body)
+    elif not ndjson and body[:1] == b"{" and b"\n" not in body.rstrip():
+        items = [(0, body)]
+    elif not ndjson and body[:1] not in (b"{", b"["):
+        raise EnvelopeError(
+            f"the body is not a JSON object, array or NDJSON (starts with {body[:20]!r}); "
+            "send records as JSON objects"
+        )
+    else:
+        lines = _lines(body)
+        items = [(i, line) for i, (_, line) in enumerate(lines)]
+        if len(items) > 1 or ndjson:
+            joined = b"[" + b",".join(line for _, line in items) + b"]"
+            try:
+                fast = _many.decode(joined)
+                if len(fast) == len(items):  # a line holding two objects must not shift indexes
+                    records, indexes, items = fast, list(range(len(fast))), []
+            except (msgspec.ValidationError, msgspec.DecodeError):
+                pass
+    if len(records) + len(items) > max_items:
+        raise EnvelopeError(
+            f"{len(records) + len(items)} records in one request is more than the limit of "
+            f"{max_items}; split the batch"
+        )
+    for index, raw in items:
+        _item(raw, index, records, indexes, rejects)
+    total = len(records) + len(rejects)
+    if total == 0:
+        raise EnvelopeError("the body holds no records")
+    rows, more = to_rows(records, indexes, gateway=gateway, received_at=received_at)
+    rejects.extend(more)
+    rejects.sort(key=lambda r: -1 if r.index is None else r.index)
+    return Parsed(rows, rejects, total)
+
+
+def _split_array(body: bytes) -> list[tuple[int, bytes]]:
+    """Items of a JSON array as raw bytes, so each can fail on its own."""
+    try:
+        raws = _raw_list.decode(body)
+        return [(i, bytes(r)) for i, r in enumerate(raws)]
+    except msgspec.ValidationError as exc:
+        raise EnvelopeError(f"the body is not a JSON array of records: {exc}") from None
+    except msgspec.DecodeError:
+        pass
+    try:  # NaN / Infinity literals: Python's parser takes them, and items get named errors
+        objs = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise EnvelopeError(
+            f"the body is not valid JSON ({exc}); send a JSON array of objects or NDJSON"
+        ) from None
+    if not isinstance(objs, list):
+        raise EnvelopeError("the body is not a JSON array")
+    return [(i, json.dumps(o, allow_nan=True).encode()) for i, o in enumerate(objs)]

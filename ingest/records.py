@@ -1,0 +1,220 @@
+"""The canonical record (DESIGN §4): its wire form, validation rules, and Arrow conversion."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Literal
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+
+from app.storage.batches import Reject
+
+MAX_TOKENS = 10_000_000
+MAX_GAPS = 1_000_000
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+FUTURE_SLACK = timedelta(days=1)
+
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS)]
+Millis = Annotated[float, msgspec.Meta(ge=0)]
+
+
+class RecordIn(msgspec.Struct, gc=False):
+    """One request as a gateway sends it; unknown fields are ignored."""
+
+    model: Name
+    isl: Count
+    osl: Count
+    request_id: Name | None = None
+    started_at: str | float | None = None
+    engine: Name | None = None
+    tenant: Name | None = None
+    tokens_estimated: bool = False
+    ttft_ms: Millis | None = None
+    e2e_ms: Millis | None = None
+    itl_ms: Millis | None = None
+    queue_ms: Millis | None = None
+    token_gaps_ms: Annotated[list[Millis], msgspec.Meta(max_length=MAX_GAPS)] | None = None
+    status: Literal["ok", "error", "cancelled"] = "ok"
+    error_type: Name | None = None
+    stream: bool | None = None
+    cached_tokens: Count | None = None
+
+
+FIELDS: tuple[str, ...] = RecordIn.__struct_fields__
+_FLOATS = ("ttft_ms", "e2e_ms", "itl_ms", "queue_ms")
+
+REQUESTS_SCHEMA = pa.schema(
+    [
+        ("gateway", pa.string()),
+        ("request_id", pa.string()),
+        ("started_at", pa.timestamp("us", tz="UTC")),
+        ("received_at", pa.timestamp("us", tz="UTC")),
+        ("model", pa.string()),
+        ("engine", pa.string()),
+        ("tenant", pa.string()),
+        ("isl", pa.int32()),
+        ("osl", pa.int32()),
+        ("tokens_estimated", pa.bool_()),
+        ("ttft_ms", pa.float64()),
+        ("e2e_ms", pa.float64()),
+        ("itl_ms", pa.float64()),
+        ("queue_ms", pa.float64()),
+        ("token_gaps_ms", pa.list_(pa.float64())),
+        ("status", pa.string()),
+        ("error_type", pa.string()),
+        ("stream", pa.bool_()),
+        ("cached_tokens", pa.int32()),
+    ]
+)
+
+_PATH = re.compile(r" - at `\$(?:\[\d+\])?\.?([^`]*)`$")
+_MISSING = re.compile(r"missing required field `([^`]+)`")
+_encoder = msgspec.json.Encoder()
+
+
+def describe_error(exc: Exception) -> tuple[str | None, str]:
+    """(field, message) from a msgspec error, the message naming the field."""
+    text = str(exc)
+    match = _PATH.search(text)
+    if match:
+        field = match.group(1).split("[")[0].split(".")[0] or None
+        text = text[: match.start()]
+    else:
+        missing = _MISSING.search(text)
+        field = missing.group(1) if missing else None
+    text = text.replace("`", "")
+    if field and not text.startswith(field):
+        text = f"{field}: {text}"
+    return field, text
+
+
+def _epoch_us(values: np.ndarray) -> np.ndarray:
+    """Epoch numbers to microseconds, guessing the unit by magnitude (s, ms, us or ns)."""
+    scale = np.where(
+        values >= 1e17, 1e-3, np.where(values >= 1e14, 1.0, np.where(values >= 1e11, 1e3, 1e6))
+    )
+    return np.round(values * scale).astype(np.int64)
+
+
+def _parse_time(text: str) -> datetime | None:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _started_us(values: list, received_us: int) -> tuple[np.ndarray, dict[int, str]]:
+    """started_at as epoch microseconds; absent means the receive time. Returns bad positions."""
+    out = np.full(len(values), received_us, dtype=np.int64)
+    bad: dict[int, str] = {}
+    strings = [(i, v) for i, v in enumerate(values) if isinstance(v, str)]
+    numbers = [(i, v) for i, v in enumerate(values) if isinstance(v, float | int)]
+    if numbers:
+        idx, nums = zip(*numbers, strict=True)
+        out[list(idx)] = _epoch_us(np.asarray(nums, dtype=np.float64))
+    if strings:
+        idx, texts = zip(*strings, strict=True)
+        try:  # vectorised fast path: ISO 8601 with a zone
+            arr = pa.array(texts, pa.string()).cast(pa.timestamp("us", tz="UTC"))
+            out[list(idx)] = arr.cast(pa.int64()).to_numpy()
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            for i, text in strings:
+                parsed = _parse_time(text)
+                if parsed is None:
+                    bad[i] = (
+                        f"started_at: {text[:64]!r} is not an ISO 8601 time "
+                        "(e.g. 2026-11-20T10:00:00Z) or epoch seconds"
+                    )
+                else:
+                    delta = parsed - datetime(1970, 1, 1, tzinfo=UTC)
+                    out[i] = delta // timedelta(microseconds=1)
+    return out, bad
+
+
+def content_id(rec: RecordIn) -> str:
+    """A stable id for a record without request_id: a hash of its content."""
+    return "sha1:" + hashlib.sha1(_encoder.encode(rec), usedforsecurity=False).hexdigest()
+
+
+def raw_of(rec: RecordIn) -> str:
+    """The record as JSON text, for the rejects table."""
+    return _encoder.encode(rec).decode()
+
+
+def to_rows(
+    records: list[RecordIn],
+    indexes: list[int],
+    *,
+    gateway: str,
+    received_at: datetime,
+) -> tuple[pa.Table, list[Reject]]:
+    """Check the cross-field rules and build the Arrow rows of the valid records."""
+    rejects: list[Reject] = []
+    n = len(records)
+    received_us = int((received_at - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(microseconds=1))
+    cols = {name: [getattr(r, name) for r in records] for name in FIELDS}
+    started, bad_time = _started_us(cols["started_at"], received_us)
+    ttft = pa.array(cols["ttft_ms"], pa.float64())
+    e2e = pa.array(cols["e2e_ms"], pa.float64())
+
+    bad = dict(bad_time)
+    lo = int((EARLIEST - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(microseconds=1))
+    hi = received_us + int(FUTURE_SLACK / timedelta(microseconds=1))
+    for i in np.flatnonzero((started < lo) | (started > hi)):
+        if int(i) not in bad:
+            when = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(started[i]))
+            bad[int(i)] = (
+                f"started_at: {when.isoformat()} is outside the accepted range "
+                "(2000-01-01 to one day after now); send UTC times or epoch seconds"
+            )
+    t_np = ttft.to_numpy(zero_copy_only=False)
+    e_np = e2e.to_numpy(zero_copy_only=False)
+    with np.errstate(invalid="ignore"):
+        for i in np.flatnonzero(t_np > e_np):  # NaN (null) compares False
+            bad.setdefault(
+                int(i),
+                f"ttft_ms: time to first token ({t_np[i]:g} ms) exceeds the total time "
+                f"e2e_ms ({e_np[i]:g} ms)",
+            )
+    for i, message in sorted(bad.items()):
+        rejects.append(Reject(indexes[i], message.split(":", 1)[0], message, raw_of(records[i])))
+
+    rid = cols["request_id"]
+    for i, value in enumerate(rid):
+        if value is None:
+            rid[i] = content_id(records[i])
+    table = pa.table(
+        [
+            pa.array([gateway] * n, pa.string()),
+            pa.array(rid, pa.string()),
+            pa.array(started, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+            pa.array(np.full(n, received_us, dtype=np.int64)).cast(pa.timestamp("us", tz="UTC")),
+            pa.array(cols["model"], pa.string()),
+            pa.array(cols["engine"], pa.string()),
+            pa.array(cols["tenant"], pa.string()),
+            pa.array(cols["isl"], pa.int32()),
+            pa.array(cols["osl"], pa.int32()),
+            pa.array(cols["tokens_estimated"], pa.bool_()),
+            ttft,
+            e2e,
+            pa.array(cols["itl_ms"], pa.float64()),
+            pa.array(cols["queue_ms"], pa.float64()),
+            pa.array(cols["token_gaps_ms"], pa.list_(pa.float64())),
+            pa.array(cols["status"], pa.string()),
+            pa.array(cols["error_type"], pa.string()),
+            pa.array(cols["stream"], pa.bool_()),
+            pa.array(cols["cached_tokens"], pa.int32()),
+        ],
+        schema=REQUESTS_SCHEMA,
+    )
+    if bad:
+        keep = np.ones(n, dtype=bool)
+        keep[list(bad)] = False
+        table = table.filter(pa.array(keep))
+    return table, rejects
