@@ -1,0 +1,203 @@
+"""File imports: native NDJSON, CSV and Parquet, and the Azure LLM inference trace CSV."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import msgspec
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from app.storage.batches import Batch, Reject
+from app.storage.database import Database
+from app.storage.ingest_store import RequestStore
+from ingest.formats.native import EnvelopeError, parse
+from ingest.records import FIELDS, RecordIn, describe_error, to_rows
+
+FORMATS = ("ndjson", "csv", "parquet", "azure")
+AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+AZURE_GATEWAY = "azure-llm-inference-2023"
+CHUNK_ROWS = 50_000
+_TEXT_COLUMNS = ("request_id", "started_at", "model", "engine", "tenant", "status", "error_type")
+
+
+@dataclass
+class ImportStats:
+    """What an import stored, skipped and rejected."""
+
+    accepted: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    first_errors: list[str] = field(default_factory=list)
+
+
+def detect(path: Path) -> str:
+    """Guess the format from the extension and, for CSV, the header line."""
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        return "parquet"
+    if suffix in (".ndjson", ".jsonl", ".json"):
+        return "ndjson"
+    if suffix == ".csv":
+        with path.open("r", encoding="utf-8", errors="replace") as fh:
+            header = fh.readline().strip().split(",")
+        return "azure" if all(c in header for c in AZURE_COLUMNS) else "csv"
+    raise ValueError(
+        f"cannot tell the format of {path.name}; pass --format ndjson|csv|parquet|azure"
+    )
+
+
+def default_gateway(path: Path, fmt: str) -> str:
+    """The gateway name imported records are stored under unless --gateway says otherwise."""
+    return AZURE_GATEWAY if fmt == "azure" else "import"
+
+
+def _ndjson_chunks(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(first line number, bytes) of about CHUNK_ROWS lines at a time."""
+    with path.open("rb") as fh:
+        lines: list[bytes] = []
+        first = 0
+        for n, line in enumerate(fh):
+            lines.append(line)
+            if len(lines) == CHUNK_ROWS:
+                yield first, b"".join(lines)
+                first, lines = n + 1, []
+        if lines:
+            yield first, b"".join(lines)
+
+
+def _clean(row: dict) -> dict:
+    """Drop empty cells; turn parsed timestamps back into ISO text for the record type."""
+    out = {}
+    for key, value in row.items():
+        if value is None or (isinstance(value, float) and math.isnan(value) and key != "isl"):
+            continue
+        if isinstance(value, datetime):
+            value = (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
+        out[key] = value
+    return out
+
+
+def _records(dicts: list[dict], base: int) -> tuple[list[RecordIn], list[int], list[Reject]]:
+    records, indexes, rejects = [], [], []
+    for i, row in enumerate(dicts):
+        try:
+            records.append(msgspec.convert(_clean(row), RecordIn))
+            indexes.append(base + i)
+        except msgspec.ValidationError as exc:
+            fld, msg = describe_error(exc)
+            rejects.append(Reject(base + i, fld, msg, repr(row)[:4096]))
+    return records, indexes, rejects
+
+
+def _table_chunks(table: pa.Table) -> Iterator[tuple[int, list[dict]]]:
+    keep = [c for c in table.column_names if c in FIELDS]
+    if "model" not in keep or "isl" not in keep or "osl" not in keep:
+        raise ValueError(
+            "the file needs at least the columns model, isl and osl "
+            f"(it has: {', '.join(table.column_names[:20])})"
+        )
+    table = table.select(keep)
+    for start in range(0, table.num_rows, CHUNK_ROWS):
+        yield start, table.slice(start, CHUNK_ROWS).to_pylist()
+
+
+def _azure_chunks(path: Path, model: str) -> Iterator[tuple[int, list[dict]]]:
+    opts = pacsv.ConvertOptions(column_types={"TIMESTAMP": pa.string()})
+    table = pacsv.read_csv(path, convert_options=opts)
+    missing = [c for c in AZURE_COLUMNS if c not in table.column_names]
+    if missing:
+        raise ValueError(f"{path.name} is not an Azure trace CSV: missing {', '.join(missing)}")
+    stem = path.stem
+    for start in range(0, table.num_rows, CHUNK_ROWS):
+        part = table.slice(start, CHUNK_ROWS)
+        times = part.column("TIMESTAMP").to_pylist()
+        isl = part.column("ContextTokens").to_pylist()
+        osl = part.column("GeneratedTokens").to_pylist()
+        rows = []
+        for i, (t, a, b) in enumerate(zip(times, isl, osl, strict=True)):
+            # The trace's times are naive UTC with 7 fractional digits; keep microseconds.
+            when = t[:26] + "+00:00" if t and "." in t else (t + "+00:00" if t else None)
+            rows.append(
+                {
+                    "request_id": f"{stem}-{start + i}",
+                    "started_at": when,
+                    "model": model,
+                    "isl": a,
+                    "osl": b,
+                }
+            )
+        yield start, rows
+
+
+def import_file(
+    db: Database,
+    path: Path,
+    fmt: str,
+    *,
+    gateway: str,
+    model: str | None = None,
+    raw_chars: int = 4096,
+    progress: Callable[[int], None] | None = None,
+    now: datetime | None = None,
+) -> ImportStats:
+    """Validate and store a whole file through the same rules as the HTTP route."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    received_at = now or datetime.now(UTC)
+    store = RequestStore(db.new_cursor(), raw_chars)
+    stats = ImportStats()
+    try:
+        for batch, items in _batches(path, fmt, gateway, model, received_at):
+            (result,) = store.write([batch])
+            stats.accepted += result.accepted
+            stats.duplicates += result.duplicates
+            stats.rejected += result.rejected
+            for r in batch.rejects:
+                if len(stats.first_errors) < 10:
+                    where = f"record {r.index}" if r.index is not None else "file"
+                    stats.first_errors.append(f"{where}: {r.reason}")
+            if progress:
+                progress(items)
+    finally:
+        store.con.close()
+    return stats
+
+
+def _batches(
+    path: Path, fmt: str, gateway: str, model: str | None, received_at: datetime
+) -> Iterator[tuple[Batch, int]]:
+    if fmt == "ndjson":
+        for first, chunk in _ndjson_chunks(path):
+            try:
+                parsed = parse(
+                    chunk,
+                    ndjson=True,
+                    gateway=gateway,
+                    received_at=received_at,
+                    max_items=CHUNK_ROWS + 1,
+                )
+            except EnvelopeError:
+                continue  # a chunk of blank lines
+            rejects = [
+                Reject(None if r.index is None else r.index + first, r.field, r.reason, r.raw)
+                for r in parsed.rejects
+            ]
+            yield Batch(gateway, fmt, received_at, parsed.rows, rejects), parsed.items
+        return
+    if fmt == "azure":
+        chunks = _azure_chunks(path, model or f"azure-{path.stem}")
+    elif fmt == "csv":
+        opts = pacsv.ConvertOptions(column_types={c: pa.string() for c in _TEXT_COLUMNS})
+        chunks = _table_chunks(pacsv.read_csv(path, convert_options=opts))
+    else:
+        chunks = _table_chunks(pq.read_table(path))
+    for start, dicts in chunks:
+        records, indexes, rejects = _records(dicts, start)
+        rows, more = to_rows(records, indexes, gateway=gateway, received_at=received_at)
+        yield Batch(gateway, fmt, received_at, rows, rejects + more), len(dicts)
