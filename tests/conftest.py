@@ -1,0 +1,90 @@
+"""Shared fixtures: a migrated DuckDB file under tmp_path and the real app on a loopback port."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from app.config import Settings
+from app.main import create_app
+from app.storage import tokens
+from app.storage.database import Database
+
+
+def free_port() -> int:
+    """A free TCP port on loopback."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class LiveServer:
+    """The app served by uvicorn in a thread, with its database for assertions."""
+
+    url: str
+    db: Database
+    app: object
+
+    def token(self, scope: str = "ingest", gateway: str = "gw-test") -> str:
+        """Create a token directly in the database."""
+        plain, _ = tokens.create(self.db.cursor(), gateway, scope)
+        return plain
+
+    def client(self, token: str | None = None, **kw) -> httpx.Client:
+        """An HTTP client for the server, authenticated when a token is given."""
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kw)
+
+    def scalar(self, sql: str, params: list | None = None):
+        """One value from the live database (read through the server's own instance)."""
+        row = self.db.cursor().execute(sql, params or []).fetchone()
+        return row[0] if row else None
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Settings pointing at a fresh database file."""
+    return Settings(db=tmp_path / "t.duckdb", port=free_port(), _env_file=None)
+
+
+def serve(settings: Settings) -> Iterator[LiveServer]:
+    """Run the app until the generator is closed."""
+    db = Database(settings.db)
+    app = create_app(settings, db=db)
+    config = uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_level="warning",
+                            lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("server did not start")
+        time.sleep(0.02)
+    try:
+        yield LiveServer(f"http://127.0.0.1:{settings.port}", db, app)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+@pytest.fixture
+def live(settings: Settings) -> Iterator[LiveServer]:
+    """The real app on a loopback port over a migrated database."""
+    yield from serve(settings)
+
+
+@pytest.fixture
+def ingest(live: LiveServer) -> Iterator[httpx.Client]:
+    """A client holding an `ingest` token for gateway gw-test."""
+    with live.client(live.token("ingest")) as client:
+        yield client

@@ -1,0 +1,49 @@
+"""Fixture data as importable code: record builders reused by tests and benchmarks."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+BASE_TIME = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+
+
+def record(i: int = 0, prefix: str = "r", **overrides: Any) -> dict[str, Any]:
+    """One valid native record; `overrides` replace or add fields (None removes one)."""
+    rec: dict[str, Any] = {
+        "request_id": f"{prefix}-{i}",
+        "started_at": (BASE_TIME + timedelta(seconds=i)).isoformat().replace("+00:00", "Z"),
+        "model": "llama-3.1-8b-instruct",
+        "engine": "chat-8b",
+        "tenant": "team-a",
+        "isl": 100 + i,
+        "osl": 20 + i % 50,
+        "ttft_ms": 80.0,
+        "e2e_ms": 900.0,
+        "itl_ms": 12.5,
+        "status": "ok",
+        "stream": True,
+    }
+    for key, value in overrides.items():
+        if value is None:
+            rec.pop(key, None)
+        else:
+            rec[key] = value
+    return rec
+
+
+def batch(n: int, prefix: str = "r", start: int = 0) -> list[dict[str, Any]]:
+    """n valid records with ids prefix-start .. prefix-(start+n-1)."""
+    return [record(i, prefix) for i in range(start, start + n)]
+
+
+def ndjson(records: list[dict[str, Any]]) -> bytes:
+    """Records as NDJSON bytes."""
+    return b"".join(json.dumps(r).encode() + b"\n" for r in records)
+
+
+def gzipped(data: bytes) -> bytes:
+    """gzip-compressed bytes."""
+    return gzip.compress(data)
