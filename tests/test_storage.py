@@ -1,0 +1,86 @@
+"""Migrations, the dedupe index and the store, on a real DuckDB file."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+
+from app.storage import migrate, schema
+from app.storage.batches import Batch
+from app.storage.database import Database
+from app.storage.ingest_store import RequestStore
+from app.storage.keys import KeyIndex
+from ingest.records import RecordIn, to_rows
+
+
+def test_migration_builds_the_reference_schema(tmp_path):
+    with Database(tmp_path / "m.duckdb").open() as db:
+        assert db.revision == migrate.head_revision()
+        cur = db.cursor()
+        for table in schema.metadata.sorted_tables:
+            cols = [r[0] for r in cur.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+                "ORDER BY ordinal_position", [table.name]).fetchall()]
+            assert cols == [c.name for c in table.columns], table.name
+        types = dict(cur.execute(
+            "SELECT column_name, data_type FROM information_schema.columns "
+            "WHERE table_name = 'requests'").fetchall())
+        assert types["ttft_ms"] == "DOUBLE" and types["token_gaps_ms"] == "DOUBLE[]"
+        assert types["started_at"] == "TIMESTAMP WITH TIME ZONE"
+    # Migrating again is a no-op and keeps the revision.
+    with Database(tmp_path / "m.duckdb").open() as db:
+        assert db.revision == migrate.head_revision()
+
+
+def test_key_index_levels_and_lookup():
+    rng = np.random.default_rng(3)
+    idx = KeyIndex(rng.integers(0, 2**63, 1000, dtype=np.uint64))
+    for _ in range(20):
+        idx.add(rng.integers(0, 2**63, 137, dtype=np.uint64))
+    assert len(idx) == 1000 + 20 * 137
+    assert len(idx._levels) <= 8
+    probe = np.concatenate([idx._levels[0][:5], np.array([1, 2, 3], dtype=np.uint64)])
+    assert idx.contains(probe).tolist() == [True] * 5 + [False] * 3
+
+
+def _rows(ids: list[str], gateway: str = "g"):
+    recs = [RecordIn(model="m", isl=1, osl=1, request_id=i) for i in ids]
+    rows, rejects = to_rows(recs, list(range(len(ids))), gateway=gateway,
+                            received_at=datetime.now(UTC))
+    assert not rejects
+    return rows
+
+
+def test_store_dedupes_across_batches_gateways_and_restarts(tmp_path):
+    path = tmp_path / "s.duckdb"
+    now = datetime.now(UTC)
+    with Database(path).open() as db:
+        store = RequestStore(db.new_cursor())
+        results = store.write([
+            Batch("g", "t", now, _rows(["a", "b", "a"])),
+            Batch("g", "t", now, _rows(["b", "c"])),
+            Batch("h", "t", now, _rows(["a"], gateway="h")),
+        ])
+        assert [(r.accepted, r.duplicates) for r in results] == [(2, 1), (1, 1), (1, 0)]
+    with Database(path).open() as db:  # the index is rebuilt from the file
+        store = RequestStore(db.new_cursor())
+        (r,) = store.write([Batch("g", "t", now, _rows(["a", "c", "d"]))])
+        assert (r.accepted, r.duplicates) == (1, 2)
+        assert db.cursor().execute("SELECT count(*) FROM requests").fetchone()[0] == 5
+
+
+def test_failed_flush_rolls_back_everything(tmp_path):
+    now = datetime.now(UTC)
+    with Database(tmp_path / "f.duckdb").open() as db:
+        store = RequestStore(db.new_cursor())
+        broken = _rows(["x"]).drop_columns(["model"])  # the insert will fail
+        try:
+            store.write([Batch("g", "t", now, _rows(["ok"])), Batch("g", "t", now, broken)])
+        except Exception:
+            pass
+        else:
+            raise AssertionError("the broken batch should fail the flush")
+        assert db.cursor().execute("SELECT count(*) FROM requests").fetchone()[0] == 0
+        (r,) = store.write([Batch("g", "t", now, _rows(["ok"]))])
+        assert r.accepted == 1  # the rolled-back key was not remembered as stored

@@ -1,0 +1,68 @@
+"""The single writer under load: concurrent shippers, group commit, saturation."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+
+from tests.conftest import serve
+from tests.fixtures import batch
+
+
+def test_eight_concurrent_shippers_exact_counts(live):
+    token = live.token("ingest")
+    errors: list[str] = []
+    per_shipper, size = 15, 40
+
+    def ship(k: int) -> None:
+        with live.client(token) as c:
+            for b in range(per_shipper):
+                # Every other batch overlaps the previous one: duplicates must be exact too.
+                start = b * size - (size // 2 if b % 2 else 0)
+                r = c.post("/v1/requests", json=batch(size, f"s{k}", start=max(start, 0)))
+                if r.status_code != 200:
+                    errors.append(f"{r.status_code} {r.text}")
+
+    threads = [threading.Thread(target=ship, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    expected_per_shipper = per_shipper * size - (per_shipper // 2) * (size // 2)
+    assert live.scalar("SELECT count(*) FROM requests") == 8 * expected_per_shipper
+    assert live.scalar(
+        "SELECT count(*) FROM (SELECT gateway, request_id FROM requests GROUP BY ALL "
+        "HAVING count(*) > 1)"
+    ) == 0
+    health = httpx.get(live.url + "/api/health").json()["writer"]
+    assert health["rows_accepted"] == 8 * expected_per_shipper
+    assert health["rows_duplicate"] == 8 * (per_shipper // 2) * (size // 2)
+    assert health["flushes"] <= health["batches"]
+
+
+def test_saturated_writer_answers_503_with_retry_after(settings):
+    tight = settings.model_copy(update={"writer_queue_rows": 5, "writer_flush_ms": 800.0})
+    gen = serve(tight)
+    live = next(gen)
+    try:
+        token = live.token("ingest")
+        first: list[httpx.Response] = []
+        t = threading.Thread(
+            target=lambda: first.append(httpx.post(
+                live.url + "/v1/requests", json=batch(4, "a"),
+                headers={"Authorization": f"Bearer {token}"}, timeout=30)))
+        t.start()
+        time.sleep(0.3)  # the first batch waits in the queue for company
+        r = httpx.post(live.url + "/v1/requests", json=batch(4, "b"),
+                       headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        t.join()
+        assert r.status_code == 503
+        assert r.headers["retry-after"] == "1"
+        assert "retry" in r.json()["detail"]
+        assert first[0].status_code == 200 and first[0].json()["accepted"] == 4
+        assert live.scalar("SELECT count(*) FROM requests") == 4
+    finally:
+        gen.close()
