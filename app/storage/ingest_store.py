@@ -24,51 +24,61 @@ class RequestStore:
         self.keys = KeyIndex(np.asarray(hashes, dtype=np.uint64))
 
     def write(self, batches: list[Batch]) -> list[WriteResult]:
-        """Store every batch in one transaction; returns per-batch counts, in order."""
+        """Store every batch in one transaction; returns per-batch counts, in order.
+
+        One INSERT for all rows of the flush and one for all rejects: DuckDB's cost is mostly
+        per statement, so the batches are deduplicated here and inserted together.
+        """
+        with_rows = [b.rows for b in batches if b.rows is not None and b.rows.num_rows]
+        all_hashes = self._hashes(with_rows)
         results: list[WriteResult] = []
-        added: list[np.ndarray] = []
+        kept_rows: list[pa.Table] = []
+        kept_hashes: list[np.ndarray] = []
+        offset = 0
+        for batch in batches:
+            rows = batch.rows
+            accepted = 0
+            if rows is not None and rows.num_rows:
+                hashes = all_hashes[offset : offset + rows.num_rows]
+                offset += rows.num_rows
+                keep = self._fresh_mask(rows, hashes, kept_rows, kept_hashes)
+                if not keep.all():
+                    rows = rows.filter(pa.array(keep))
+                    hashes = hashes[keep]
+                if rows.num_rows:
+                    kept_rows.append(rows)
+                    kept_hashes.append(hashes)
+                accepted = rows.num_rows
+            total = 0 if batch.rows is None else batch.rows.num_rows
+            results.append(WriteResult(accepted, total - accepted, len(batch.rejects)))
+        rejects = [rejects_table(b, self.raw_chars) for b in batches if b.rejects]
         self.con.execute("BEGIN TRANSACTION")
         try:
-            for batch in batches:
-                result, hashes = self._write_one(batch, added)
-                results.append(result)
-                added.append(hashes)
+            if kept_rows:
+                self._insert("requests", _COLS, pa.concat_tables(kept_rows))
+            if rejects:
+                self._insert("rejects", "*", pa.concat_tables(rejects))
             self.con.execute("COMMIT")
         except BaseException:
             self.con.execute("ROLLBACK")
             raise
-        for hashes in added:  # only now are these rows durable
+        for hashes in kept_hashes:  # only now are these rows durable
             self.keys.add(hashes)
         return results
 
-    def _write_one(self, batch: Batch, earlier: list[np.ndarray]) -> tuple[WriteResult, np.ndarray]:
-        rows = batch.rows
-        new_hashes = np.empty(0, dtype=np.uint64)
-        accepted = duplicates = 0
-        if rows is not None and rows.num_rows:
-            hashes = self._hashes(rows)
-            keep = self._fresh_mask(rows, hashes, earlier)
-            duplicates = int((~keep).sum())
-            if duplicates:
-                rows = rows.filter(pa.array(keep))
-            new_hashes = hashes[keep]
-            if rows.num_rows:
-                self.con.register("staged", rows)
-                try:
-                    self.con.execute(f"INSERT INTO requests ({_COLS}) SELECT {_COLS} FROM staged")
-                finally:
-                    self.con.unregister("staged")
-            accepted = rows.num_rows
-        if batch.rejects:
-            self.con.register("staged_rejects", rejects_table(batch, self.raw_chars))
-            try:
-                self.con.execute("INSERT INTO rejects SELECT * FROM staged_rejects")
-            finally:
-                self.con.unregister("staged_rejects")
-        return WriteResult(accepted, duplicates, len(batch.rejects)), new_hashes
+    def _insert(self, table: str, cols: str, rows: pa.Table) -> None:
+        self.con.register("staged", rows)
+        try:
+            target = f"{table} ({cols})" if cols != "*" else table
+            self.con.execute(f"INSERT INTO {target} SELECT {cols} FROM staged")
+        finally:
+            self.con.unregister("staged")
 
-    def _hashes(self, rows: pa.Table) -> np.ndarray:
-        keys = rows.select(["gateway", "request_id"])
+    def _hashes(self, tables: list[pa.Table]) -> np.ndarray:
+        """DuckDB's 64-bit hash of (gateway, request_id) for every row, in order."""
+        if not tables:
+            return np.empty(0, dtype=np.uint64)
+        keys = pa.concat_tables([t.select(["gateway", "request_id"]) for t in tables])
         self.con.register("staged_keys", keys)
         try:
             out = self.con.execute(f"SELECT {_HASH} AS h FROM staged_keys").fetchnumpy()["h"]
@@ -77,27 +87,47 @@ class RequestStore:
         return np.asarray(out, dtype=np.uint64)
 
     def _fresh_mask(
-        self, rows: pa.Table, hashes: np.ndarray, earlier: list[np.ndarray]
+        self,
+        rows: pa.Table,
+        hashes: np.ndarray,
+        earlier_rows: list[pa.Table],
+        earlier_hashes: list[np.ndarray],
     ) -> np.ndarray:
-        """True for rows to insert: not stored yet and first of their key in this batch."""
+        """True for rows to insert: not stored yet and first of their key in this flush."""
         keep = np.ones(len(hashes), dtype=bool)
+        gw: list | None = None
+        rid: list | None = None
         # Within the batch: a repeated hash is a repeated key unless the strings differ.
         _, first = np.unique(hashes, return_index=True)
         if len(first) < len(hashes):
             keep[:] = False
             keep[first] = True
             seen: set[tuple[str, str]] = set()
-            gw = rows.column("gateway").to_pylist()
-            rid = rows.column("request_id").to_pylist()
+            gw, rid = rows.column("gateway").to_pylist(), rows.column("request_id").to_pylist()
             for i in np.flatnonzero(np.isin(hashes, hashes[~keep])):
                 key = (gw[i], rid[i])
                 keep[i] = key not in seen
                 seen.add(key)
-        # Against stored rows (and earlier batches of this transaction): confirm every hit.
-        maybe = self.keys.contains(hashes)
-        for prev in earlier:
-            maybe |= np.isin(hashes, prev)
-        maybe &= keep
+        # Against earlier batches of this flush, which are not in the table yet.
+        if earlier_hashes:
+            hit = np.isin(hashes, np.concatenate(earlier_hashes)) & keep
+            if hit.any():
+                if gw is None or rid is None:
+                    gw = rows.column("gateway").to_pylist()
+                    rid = rows.column("request_id").to_pylist()
+                prev = {
+                    key
+                    for t in earlier_rows
+                    for key in zip(
+                        t.column("gateway").to_pylist(),
+                        t.column("request_id").to_pylist(),
+                        strict=True,
+                    )
+                }
+                for i in np.flatnonzero(hit):
+                    keep[i] = (gw[i], rid[i]) not in prev
+        # Against stored rows: every index hit is confirmed exactly before it counts.
+        maybe = self.keys.contains(hashes) & keep
         if maybe.any():
             idx = np.flatnonzero(maybe)
             stored = self._stored(rows.take(pa.array(idx)).select(["gateway", "request_id"]))

@@ -1,0 +1,211 @@
+"""Ingest benchmark: tokenshape's HTTP ingest against DuckDB's own read_json of the same data.
+
+Prints records/s for both, the server's peak RSS, a decoder comparison that justifies msgspec
+on the hot path, and as the last line `ingest_ratio=<http/read_json>` (bar 0.25, goal 0.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from app.demo import generate  # noqa: E402
+
+
+def make_ndjson(path: Path, n: int) -> None:
+    """n demo records as native NDJSON (ISO times, no gateway/received_at)."""
+    con = duckdb.connect()
+    end = datetime(2026, 11, 23, tzinfo=UTC)
+    first = True
+    for offset in range(0, n, 250_000):
+        table = generate(min(250_000, n - offset), seed=42, end=end, offset=offset)
+        con.register("t", table)
+        part = path.with_suffix(f".{offset}.part")
+        con.execute(
+            f"""COPY (SELECT request_id, strftime(started_at, '%Y-%m-%dT%H:%M:%S.%fZ')
+                AS started_at, model, engine, tenant, isl, osl, tokens_estimated, ttft_ms,
+                e2e_ms, itl_ms, queue_ms, token_gaps_ms, status, error_type, stream,
+                cached_tokens FROM t) TO '{part}' (FORMAT json)"""
+        )
+        with path.open("ab" if not first else "wb") as out, part.open("rb") as src:
+            out.write(src.read())
+        part.unlink()
+        first = False
+
+
+def reference(path: Path, workdir: Path) -> float:
+    """DuckDB's read_json of the file into a table in a fresh database file: records/s."""
+    con = duckdb.connect(str(workdir / "ref.duckdb"))
+    started = time.perf_counter()
+    con.execute(f"CREATE TABLE requests AS SELECT * FROM read_json('{path}')")
+    con.execute("CHECKPOINT")
+    elapsed = time.perf_counter() - started
+    n = con.execute("SELECT count(*) FROM requests").fetchone()[0]
+    con.close()
+    return n / elapsed
+
+
+def _rss_peak_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+def http_ingest(path: Path, workdir: Path, batch: int, clients: int) -> tuple[float, int, int]:
+    """Ship the file over HTTP in batches from concurrent clients: records/s, peak RSS, stored."""
+    db = workdir / "tokenshape.duckdb"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSHAPE_")}
+    tok = subprocess.run(
+        [sys.executable, "-m", "app.cli", "token", "create", "--gateway", "bench", "--scope",
+         "ingest", "--db", str(db)], capture_output=True, text=True, check=True, cwd=ROOT, env=env)
+    token = tok.stdout.strip().splitlines()[-1]
+    port = 8790
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--db", str(db), "--port", str(port)],
+        cwd=ROOT, env={**env, "TOKENSHAPE_LOG_LEVEL": "warning"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(url + "/api/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        lines = path.read_bytes().splitlines(keepends=True)
+        bodies = [b"".join(lines[i:i + batch]) for i in range(0, len(lines), batch)]
+        del lines
+        accepted = [0] * clients
+        failures: list[str] = []
+
+        def ship(k: int) -> None:
+            headers = {"Authorization": f"Bearer {token}",
+                       "Content-Type": "application/x-ndjson"}
+            with httpx.Client(base_url=url, headers=headers, timeout=60) as c:
+                for body in bodies[k::clients]:
+                    while True:
+                        r = c.post("/v1/requests", content=body)
+                        if r.status_code == 503:
+                            time.sleep(float(r.headers.get("retry-after", "1")) / 10)
+                            continue
+                        if r.status_code != 200:
+                            failures.append(r.text[:200])
+                        else:
+                            accepted[k] += r.json()["accepted"]
+                        break
+
+        threads = [threading.Thread(target=ship, args=(k,)) for k in range(clients)]
+        started = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - started
+        if failures:
+            raise SystemExit(f"ingest failed: {failures[:3]}")
+        peak = _rss_peak_kb(server.pid)
+        stored = httpx.get(url + "/api/health").json()["database"]["requests"]
+        return sum(accepted) / elapsed, peak, stored
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def decoders(path: Path, n: int = 100_000) -> dict[str, float]:
+    """Decode + validate n records with each candidate: microseconds per record."""
+    import msgspec
+    import pydantic
+
+    from ingest.records import RecordIn
+
+    with path.open("rb") as fh:
+        lines = [next(fh) for _ in range(n)]
+    body = b"[" + b",".join(line.strip() for line in lines) + b"]"
+    out: dict[str, float] = {}
+    decoder = msgspec.json.Decoder(list[RecordIn])
+    started = time.perf_counter()
+    decoder.decode(body)
+    out["msgspec typed Struct"] = (time.perf_counter() - started) / n * 1e6
+
+    class Model(pydantic.BaseModel):
+        model: str
+        isl: pydantic.NonNegativeInt
+        osl: pydantic.NonNegativeInt
+        request_id: str | None = None
+        started_at: str | float | None = None
+        engine: str | None = None
+        tenant: str | None = None
+        tokens_estimated: bool = False
+        ttft_ms: pydantic.NonNegativeFloat | None = None
+        e2e_ms: pydantic.NonNegativeFloat | None = None
+        itl_ms: pydantic.NonNegativeFloat | None = None
+        queue_ms: pydantic.NonNegativeFloat | None = None
+        token_gaps_ms: list[pydantic.NonNegativeFloat] | None = None
+        status: str = "ok"
+        error_type: str | None = None
+        stream: bool | None = None
+        cached_tokens: pydantic.NonNegativeInt | None = None
+
+    adapter = pydantic.TypeAdapter(list[Model])
+    started = time.perf_counter()
+    adapter.validate_json(body)
+    out["pydantic v2 validate_json"] = (time.perf_counter() - started) / n * 1e6
+    try:
+        import orjson
+
+        started = time.perf_counter()
+        adapter.validate_python(orjson.loads(body))
+        out["orjson + pydantic"] = (time.perf_counter() - started) / n * 1e6
+    except ImportError:
+        pass
+    started = time.perf_counter()
+    adapter.validate_python(json.loads(body))
+    out["json + pydantic"] = (time.perf_counter() - started) / n * 1e6
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--clients", type=int, default=4)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="tokenshape-bench-") as tmp:
+        work = Path(tmp)
+        data = work / "records.ndjson"
+        t0 = time.perf_counter()
+        make_ndjson(data, args.records)
+        size_mb = data.stat().st_size / 2**20
+        print(f"data: {args.records:,} records, {size_mb:,.0f} MiB NDJSON "
+              f"(generated in {time.perf_counter() - t0:.1f} s)")
+        for name, us in decoders(data).items():
+            print(f"decode+validate {name:<28} {us:6.2f} us/record")
+        ref = reference(data, work)
+        print(f"reference  duckdb read_json -> table: {ref:>12,.0f} records/s")
+        rate, peak_kb, stored = http_ingest(data, work, args.batch, args.clients)
+        print(f"tokenshape HTTP ingest ({args.clients} clients x {args.batch}/batch): "
+              f"{rate:>12,.0f} records/s, stored {stored:,}")
+        print(f"server peak RSS: {peak_kb / 1024:,.0f} MiB")
+        if stored != args.records:
+            raise SystemExit(f"stored {stored} of {args.records} records")
+        print(f"ingest_ratio={rate / ref:.3f}")
+
+
+if __name__ == "__main__":
+    main()
