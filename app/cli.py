@@ -60,6 +60,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from app.main import create_app
 
     settings = _settings(args)
+    # The writer thread needs the GIL briefly while DuckDB scans Arrow batches; with the
+    # default 5 ms switch interval it queues behind parsing threads (a GIL convoy).
+    sys.setswitchinterval(0.0005)
     db = _open(settings)  # fail fast, with a clear line, if another process holds the file
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -68,6 +68,7 @@ def create_app(
     app.state.settings = settings
     app.state.db = database
     app.state.clock = clock
+    app.state.token_cache = {}
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:

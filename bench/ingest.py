@@ -72,14 +72,34 @@ def http_ingest(path: Path, workdir: Path, batch: int, clients: int) -> tuple[fl
     db = workdir / "tokenshape.duckdb"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSHAPE_")}
     tok = subprocess.run(
-        [sys.executable, "-m", "app.cli", "token", "create", "--gateway", "bench", "--scope",
-         "ingest", "--db", str(db)], capture_output=True, text=True, check=True, cwd=ROOT, env=env)
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "token",
+            "create",
+            "--gateway",
+            "bench",
+            "--scope",
+            "ingest",
+            "--db",
+            str(db),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env=env,
+    )
     token = tok.stdout.strip().splitlines()[-1]
     port = 8790
     server = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--db", str(db), "--port", str(port)],
-        cwd=ROOT, env={**env, "TOKENSHAPE_LOG_LEVEL": "warning"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cwd=ROOT,
+        env={**env, "TOKENSHAPE_LOG_LEVEL": "warning"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(300):
@@ -89,14 +109,13 @@ def http_ingest(path: Path, workdir: Path, batch: int, clients: int) -> tuple[fl
             except httpx.HTTPError:
                 time.sleep(0.1)
         lines = path.read_bytes().splitlines(keepends=True)
-        bodies = [b"".join(lines[i:i + batch]) for i in range(0, len(lines), batch)]
+        bodies = [b"".join(lines[i : i + batch]) for i in range(0, len(lines), batch)]
         del lines
         accepted = [0] * clients
         failures: list[str] = []
 
         def ship(k: int) -> None:
-            headers = {"Authorization": f"Bearer {token}",
-                       "Content-Type": "application/x-ndjson"}
+            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/x-ndjson"}
             with httpx.Client(base_url=url, headers=headers, timeout=60) as c:
                 for body in bodies[k::clients]:
                     while True:
@@ -192,15 +211,19 @@ def main() -> None:
         t0 = time.perf_counter()
         make_ndjson(data, args.records)
         size_mb = data.stat().st_size / 2**20
-        print(f"data: {args.records:,} records, {size_mb:,.0f} MiB NDJSON "
-              f"(generated in {time.perf_counter() - t0:.1f} s)")
+        print(
+            f"data: {args.records:,} records, {size_mb:,.0f} MiB NDJSON "
+            f"(generated in {time.perf_counter() - t0:.1f} s)"
+        )
         for name, us in decoders(data).items():
             print(f"decode+validate {name:<28} {us:6.2f} us/record")
         ref = reference(data, work)
         print(f"reference  duckdb read_json -> table: {ref:>12,.0f} records/s")
         rate, peak_kb, stored = http_ingest(data, work, args.batch, args.clients)
-        print(f"tokenshape HTTP ingest ({args.clients} clients x {args.batch}/batch): "
-              f"{rate:>12,.0f} records/s, stored {stored:,}")
+        print(
+            f"tokenshape HTTP ingest ({args.clients} clients x {args.batch}/batch): "
+            f"{rate:>12,.0f} records/s, stored {stored:,}"
+        )
         print(f"server peak RSS: {peak_kb / 1024:,.0f} MiB")
         if stored != args.records:
             raise SystemExit(f"stored {stored} of {args.records} records")

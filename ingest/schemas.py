@@ -8,7 +8,9 @@ from pydantic import BaseModel, Field
 class ItemError(BaseModel):
     """Why one item of a batch was rejected."""
 
-    index: int | None = Field(description="Position of the item in the batch (line for NDJSON).")
+    index: int | None = Field(
+        description="0-based position of the item in the array; for NDJSON its 0-based line."
+    )
     field: str | None = Field(description="The offending field, when one is to blame.")
     message: str
 

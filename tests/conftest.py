@@ -60,8 +60,9 @@ def serve(settings: Settings) -> Iterator[LiveServer]:
     """Run the app until the generator is closed."""
     db = Database(settings.db)
     app = create_app(settings, db=db)
-    config = uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_level="warning",
-                            lifespan="on")
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=settings.port, log_level="warning", lifespan="on"
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

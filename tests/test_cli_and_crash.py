@@ -25,8 +25,14 @@ if not AZURE.exists():  # CI lays shared/ beside the clone
 
 def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSHAPE_")}
-    proc = subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True,
-                          text=True, cwd=ROOT, env=env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -36,7 +42,11 @@ def start_server(db: Path, port: int) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSHAPE_")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--db", str(db), "--port", str(port)],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -76,8 +86,7 @@ def test_import_azure_trace_then_again(tmp_path):
     again = cli("import", str(AZURE), "--db", db).stdout  # auto-detected, all duplicates
     assert "0 stored, 19,366 duplicates" in again
     con = duckdb.connect(db)
-    isl_max, first_time = con.execute(
-        "SELECT max(isl), min(started_at) FROM requests").fetchone()
+    isl_max, first_time = con.execute("SELECT max(isl), min(started_at) FROM requests").fetchone()
     assert isl_max > 1000
     assert first_time.isoformat().startswith("2023-11-16T18:15:46.680590")
 
@@ -96,8 +105,10 @@ def test_demo_is_deterministic_and_idempotent(tmp_path):
     for db in (a, b):
         out = cli("demo", "--db", db, "--requests", "3000", "--days", "14", "--seed", "7").stdout
         assert "3,000 requests stored" in out
-    q = ("SELECT request_id, model, engine, isl, osl, round(ttft_ms, 3) FROM requests "
-         "ORDER BY request_id")
+    q = (
+        "SELECT request_id, model, engine, isl, osl, round(ttft_ms, 3) FROM requests "
+        "ORDER BY request_id"
+    )
     assert duckdb.connect(a).execute(q).fetchall() == duckdb.connect(b).execute(q).fetchall()
     again = cli("demo", "--db", a, "--requests", "3000", "--seed", "7").stdout
     assert "0 requests stored (3,000 already there)" in again
@@ -109,8 +120,9 @@ def test_demo_has_what_later_pages_need(tmp_path):
     con = duckdb.connect(db)
     engines = dict(con.execute("SELECT engine, count(*) FROM requests GROUP BY 1").fetchall())
     assert set(engines) == {"chat-8b", "llm-70b", "code-7b"}
-    days = con.execute("SELECT date_diff('day', min(started_at), max(started_at)) "
-                       "FROM requests").fetchone()[0]
+    days = con.execute(
+        "SELECT date_diff('day', min(started_at), max(started_at)) FROM requests"
+    ).fetchone()[0]
     assert days >= 13
     err = con.execute("SELECT avg((status = 'error')::int) FROM requests").fetchone()[0]
     assert 0.002 < err < 0.01
@@ -118,18 +130,23 @@ def test_demo_has_what_later_pages_need(tmp_path):
     night, day = con.execute(
         "SELECT median(isl) FILTER (WHERE hour(started_at) IN (23, 0, 1, 2, 3, 4)), "
         "median(isl) FILTER (WHERE hour(started_at) BETWEEN 10 AND 16) "
-        "FROM requests WHERE engine = 'llm-70b'").fetchone()
+        "FROM requests WHERE engine = 'llm-70b'"
+    ).fetchone()
     assert night > 1.8 * day
     # Latency physics: TTFT grows with ISL, E2E ~ TTFT + ITL x (OSL - 1).
-    corr = con.execute("SELECT corr(ttft_ms, isl) FROM requests WHERE engine = 'llm-70b'"
-                       ).fetchone()[0]
+    corr = con.execute(
+        "SELECT corr(ttft_ms, isl) FROM requests WHERE engine = 'llm-70b'"
+    ).fetchone()[0]
     assert corr > 0.5
     off = con.execute(
         "SELECT max(abs(e2e_ms - (ttft_ms + itl_ms * (osl - 1))) / e2e_ms) FROM requests "
-        "WHERE status = 'ok' AND osl > 1").fetchone()[0]
+        "WHERE status = 'ok' AND osl > 1"
+    ).fetchone()[0]
     assert off < 0.001  # only the 3-decimal rounding of the stored values
-    gaps = con.execute("SELECT count(*) FILTER (WHERE len(token_gaps_ms) = osl - 1), "
-                       "count(token_gaps_ms) FROM requests").fetchone()
+    gaps = con.execute(
+        "SELECT count(*) FILTER (WHERE len(token_gaps_ms) = osl - 1), "
+        "count(token_gaps_ms) FROM requests"
+    ).fetchone()
     assert gaps[1] > 0 and gaps[0] == gaps[1]
 
 
@@ -150,16 +167,22 @@ def test_locked_database_gets_one_clear_line(tmp_path):
 
 def test_every_acknowledged_record_survives_kill_9(tmp_path):
     db = tmp_path / "c.duckdb"
-    token = cli("token", "create", "--gateway", "crash", "--scope", "ingest", "--db",
-                str(db)).stdout.strip().splitlines()[-1]
+    token = (
+        cli("token", "create", "--gateway", "crash", "--scope", "ingest", "--db", str(db))
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     port = free_port()
     server = start_server(db, port)
     acked: list[str] = []
     stop = threading.Event()
 
     def ship() -> None:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5,
-                          headers={"Authorization": f"Bearer {token}"}) as c:
+        with httpx.Client(
+            base_url=f"http://127.0.0.1:{port}",
+            timeout=5,
+            headers={"Authorization": f"Bearer {token}"},
+        ) as c:
             n = 0
             while not stop.is_set():
                 recs = batch(50, "k", start=n * 50)
@@ -185,8 +208,9 @@ def test_every_acknowledged_record_survives_kill_9(tmp_path):
     assert len(acked) >= 2000
     server = start_server(db, port)  # recovers from the WAL
     try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}",
-                          headers={"Authorization": f"Bearer {token}"}) as c:
+        with httpx.Client(
+            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"}
+        ) as c:
             assert c.post("/v1/requests", json=batch(1, "after")).json()["accepted"] == 1
     finally:
         server.terminate()
@@ -194,8 +218,10 @@ def test_every_acknowledged_record_survives_kill_9(tmp_path):
     con = duckdb.connect(str(db), read_only=True)
     con.execute("CREATE TEMP TABLE acked (request_id VARCHAR)")
     con.executemany("INSERT INTO acked VALUES (?)", [[a] for a in acked])
-    missing = con.execute("SELECT count(*) FROM acked a ANTI JOIN requests r USING (request_id)"
-                          ).fetchone()[0]
-    twice = con.execute("SELECT count(*) FROM (SELECT request_id FROM requests GROUP BY 1 "
-                        "HAVING count(*) > 1)").fetchone()[0]
+    missing = con.execute(
+        "SELECT count(*) FROM acked a ANTI JOIN requests r USING (request_id)"
+    ).fetchone()[0]
+    twice = con.execute(
+        "SELECT count(*) FROM (SELECT request_id FROM requests GROUP BY 1 HAVING count(*) > 1)"
+    ).fetchone()[0]
     assert (missing, twice) == (0, 0)

@@ -25,10 +25,14 @@ def test_array_is_stored_with_every_field(live, ingest):
     r = ingest.post("/v1/requests", json=recs)
     assert r.status_code == 200, r.text
     assert r.json() == {"accepted": 3, "duplicates": 0, "rejected": 0, "errors": []}
-    row = live.db.cursor().execute(
-        "SELECT gateway, model, engine, tenant, isl, osl, ttft_ms, e2e_ms, token_gaps_ms, "
-        "cached_tokens, status, started_at FROM requests WHERE request_id = 'r-0'"
-    ).fetchone()
+    row = (
+        live.db.cursor()
+        .execute(
+            "SELECT gateway, model, engine, tenant, isl, osl, ttft_ms, e2e_ms, token_gaps_ms, "
+            "cached_tokens, status, started_at FROM requests WHERE request_id = 'r-0'"
+        )
+        .fetchone()
+    )
     assert row[:6] == ("gw-test", "llama-3.1-8b-instruct", "chat-8b", "team-a", 100, 20)
     assert row[6:11] == (80.0, 900.0, [10.5, 11.0, 12.25], 64, "ok")
     assert row[11].isoformat().startswith("2026-11-20T12:00:00")
@@ -92,14 +96,18 @@ def test_bad_item_is_rejected_by_name_and_the_rest_stored(live, ingest, case, ba
     assert err["index"] == 1 and err["field"] == field
     assert field in err["message"]
     assert stored(live) == 2
-    reject = live.db.cursor().execute("SELECT field, reason, raw, item_index FROM rejects").fetchone()
+    reject = (
+        live.db.cursor().execute("SELECT field, reason, raw, item_index FROM rejects").fetchone()
+    )
     assert reject[0] == field and field in reject[1] and reject[3] == 1
     assert reject[2] and len(reject[2]) <= 4096
 
 
 def test_nan_and_infinity_are_named(live, ingest):
-    body = "[" + json.dumps(record(0)) + ',{"model":"m","isl":1,"osl":1,"ttft_ms":NaN},' \
+    body = (
+        "[" + json.dumps(record(0)) + ',{"model":"m","isl":1,"osl":1,"ttft_ms":NaN},'
         '{"model":"m","isl":1,"osl":1,"e2e_ms":Infinity}]'
+    )
     r = ingest.post("/v1/requests", content=body, headers=JSON)
     assert r.status_code == 200
     errors = r.json()["errors"]
@@ -200,3 +208,9 @@ def test_health_reports_database_and_writer(live, ingest):
     assert h["status"] == "ok"
     assert h["database"]["requests"] == 3 and h["database"]["revision"] == "0001"
     assert h["writer"]["running"] and h["writer"]["rows_accepted"] == 3
+
+
+def test_ndjson_error_index_is_the_line_number(live, ingest):
+    body = ndjson([record(0, "b")]) + b"\n\n" + b'{"model": "m", "isl": -2, "osl": 1}\n'
+    r = ingest.post("/v1/requests", content=body, headers=NDJSON).json()
+    assert (r["accepted"], r["errors"][0]["index"]) == (1, 3)

@@ -19,13 +19,21 @@ def test_migration_builds_the_reference_schema(tmp_path):
         assert db.revision == migrate.head_revision()
         cur = db.cursor()
         for table in schema.metadata.sorted_tables:
-            cols = [r[0] for r in cur.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-                "ORDER BY ordinal_position", [table.name]).fetchall()]
+            cols = [
+                r[0]
+                for r in cur.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+                    "ORDER BY ordinal_position",
+                    [table.name],
+                ).fetchall()
+            ]
             assert cols == [c.name for c in table.columns], table.name
-        types = dict(cur.execute(
-            "SELECT column_name, data_type FROM information_schema.columns "
-            "WHERE table_name = 'requests'").fetchall())
+        types = dict(
+            cur.execute(
+                "SELECT column_name, data_type FROM information_schema.columns "
+                "WHERE table_name = 'requests'"
+            ).fetchall()
+        )
         assert types["ttft_ms"] == "DOUBLE" and types["token_gaps_ms"] == "DOUBLE[]"
         assert types["started_at"] == "TIMESTAMP WITH TIME ZONE"
     # Migrating again is a no-op and keeps the revision.
@@ -46,8 +54,9 @@ def test_key_index_levels_and_lookup():
 
 def _rows(ids: list[str], gateway: str = "g"):
     recs = [RecordIn(model="m", isl=1, osl=1, request_id=i) for i in ids]
-    rows, rejects = to_rows(recs, list(range(len(ids))), gateway=gateway,
-                            received_at=datetime.now(UTC))
+    rows, rejects = to_rows(
+        recs, list(range(len(ids))), gateway=gateway, received_at=datetime.now(UTC)
+    )
     assert not rejects
     return rows
 
@@ -57,11 +66,13 @@ def test_store_dedupes_across_batches_gateways_and_restarts(tmp_path):
     now = datetime.now(UTC)
     with Database(path).open() as db:
         store = RequestStore(db.new_cursor())
-        results = store.write([
-            Batch("g", "t", now, _rows(["a", "b", "a"])),
-            Batch("g", "t", now, _rows(["b", "c"])),
-            Batch("h", "t", now, _rows(["a"], gateway="h")),
-        ])
+        results = store.write(
+            [
+                Batch("g", "t", now, _rows(["a", "b", "a"])),
+                Batch("g", "t", now, _rows(["b", "c"])),
+                Batch("h", "t", now, _rows(["a"], gateway="h")),
+            ]
+        )
         assert [(r.accepted, r.duplicates) for r in results] == [(2, 1), (1, 1), (1, 0)]
     with Database(path).open() as db:  # the index is rebuilt from the file
         store = RequestStore(db.new_cursor())

@@ -33,10 +33,13 @@ def test_eight_concurrent_shippers_exact_counts(live):
     assert not errors
     expected_per_shipper = per_shipper * size - (per_shipper // 2) * (size // 2)
     assert live.scalar("SELECT count(*) FROM requests") == 8 * expected_per_shipper
-    assert live.scalar(
-        "SELECT count(*) FROM (SELECT gateway, request_id FROM requests GROUP BY ALL "
-        "HAVING count(*) > 1)"
-    ) == 0
+    assert (
+        live.scalar(
+            "SELECT count(*) FROM (SELECT gateway, request_id FROM requests GROUP BY ALL "
+            "HAVING count(*) > 1)"
+        )
+        == 0
+    )
     health = httpx.get(live.url + "/api/health").json()["writer"]
     assert health["rows_accepted"] == 8 * expected_per_shipper
     assert health["rows_duplicate"] == 8 * (per_shipper // 2) * (size // 2)
@@ -51,13 +54,23 @@ def test_saturated_writer_answers_503_with_retry_after(settings):
         token = live.token("ingest")
         first: list[httpx.Response] = []
         t = threading.Thread(
-            target=lambda: first.append(httpx.post(
-                live.url + "/v1/requests", json=batch(4, "a"),
-                headers={"Authorization": f"Bearer {token}"}, timeout=30)))
+            target=lambda: first.append(
+                httpx.post(
+                    live.url + "/v1/requests",
+                    json=batch(4, "a"),
+                    headers={"Authorization": f"Bearer {token}"},
+                    timeout=30,
+                )
+            )
+        )
         t.start()
         time.sleep(0.3)  # the first batch waits in the queue for company
-        r = httpx.post(live.url + "/v1/requests", json=batch(4, "b"),
-                       headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        r = httpx.post(
+            live.url + "/v1/requests",
+            json=batch(4, "b"),
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30,
+        )
         t.join()
         assert r.status_code == 503
         assert r.headers["retry-after"] == "1"

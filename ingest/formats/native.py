@@ -116,15 +116,25 @@ def parse(
             f"the body is not a JSON object, array or NDJSON (starts with {body[:20]!r}); "
             "send records as JSON objects"
         )
+    elif b"\n\n" not in body and b"\r" not in body:
+        # Fast path for clean NDJSON: newlines become commas, one C-level decode.
+        try:
+            records = _many.decode(b"[" + body.replace(b"\n", b",") + b"]")
+            if len(records) != body.count(b"\n") + 1:
+                raise ValueError("a line held more or less than one object")
+            indexes = list(range(len(records)))
+            items = []
+        except (msgspec.ValidationError, msgspec.DecodeError, ValueError):
+            records = []
+            items = _lines(body)
     else:
-        lines = _lines(body)
-        items = [(i, line) for i, (_, line) in enumerate(lines)]
+        items = _lines(body)
         if len(items) > 1 or ndjson:
             joined = b"[" + b",".join(line for _, line in items) + b"]"
             try:
                 fast = _many.decode(joined)
                 if len(fast) == len(items):  # a line holding two objects must not shift indexes
-                    records, indexes, items = fast, list(range(len(fast))), []
+                    records, indexes, items = fast, [n for n, _ in items], []
             except (msgspec.ValidationError, msgspec.DecodeError):
                 pass
     if len(records) + len(items) > max_items:
