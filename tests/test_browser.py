@@ -15,11 +15,21 @@ from tests.conftest import serve
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian chromium not installed; "
-                       "`make test` installs it"),
+    pytest.mark.skipif(
+        not os.path.exists(CHROMIUM),
+        reason="Debian chromium not installed; `make test` installs it",
+    ),
 ]
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture
@@ -46,14 +56,18 @@ def test_overview_shows_the_stored_traffic(settings, browser, tmp_path):
         kpis.wait_for(timeout=30_000)  # Dash keeps connections open: wait for the element
         assert "5,000" in kpis.inner_text()
         table = page.locator("#overview-models").inner_text()
-        for model in ("llama-3.1-8b-instruct", "llama-3.1-70b-instruct",
-                      "qwen2.5-coder-7b-instruct"):
+        for model in (
+            "llama-3.1-8b-instruct",
+            "llama-3.1-70b-instruct",
+            "qwen2.5-coder-7b-instruct",
+        ):
             assert model in table
         assert page.title() == "tokenshape · Overview"
         page.screenshot(path=str(tmp_path / "overview.png"), full_page=True)
         if os.environ.get("TOKENSHAPE_SCREENSHOTS"):
-            page.screenshot(path=os.environ["TOKENSHAPE_SCREENSHOTS"] + "/overview.png",
-                            full_page=True)
+            page.screenshot(
+                path=os.environ["TOKENSHAPE_SCREENSHOTS"] + "/overview.png", full_page=True
+            )
     finally:
         gen.close()
 

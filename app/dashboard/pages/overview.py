@@ -60,7 +60,7 @@ def layout_for(db: Database) -> html.Div:
         "OSL p99",
         "TTFT p50 ms",
         "TTFT p99 ms",
-        "errors",
+        "not ok",
     ]
     rows = [
         html.Tr(
