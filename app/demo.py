@@ -14,6 +14,7 @@ import pyarrow as pa
 from app.storage.batches import Batch
 from app.storage.database import Database
 from app.storage.ingest_store import RequestStore
+from app.storage.schema import REQUESTS_SCHEMA
 
 CHUNK = 250_000
 US = 1_000_000
@@ -176,8 +177,6 @@ def generate(
     offset: int = 0,
 ) -> pa.Table:
     """Rows `offset`..`offset+n` of the demo traffic (same seed, same rows, any chunking)."""
-    from ingest.records import REQUESTS_SCHEMA
-
     end = end or datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     start = end - timedelta(days=days)
     hour_starts, local_hour, weekday = _hour_grid(start, days, tz)

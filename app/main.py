@@ -39,7 +39,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if database._con is None:
+        if not database.is_open:
             database.open()
         writer = Writer(
             database,

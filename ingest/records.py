@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from app.storage.batches import Reject
+from app.storage.schema import REQUESTS_SCHEMA
 
 MAX_TOKENS = 10_000_000
 MAX_GAPS = 1_000_000
@@ -47,30 +48,6 @@ class RecordIn(msgspec.Struct, gc=False):
 
 FIELDS: tuple[str, ...] = RecordIn.__struct_fields__
 _FLOATS = ("ttft_ms", "e2e_ms", "itl_ms", "queue_ms")
-
-REQUESTS_SCHEMA = pa.schema(
-    [
-        ("gateway", pa.string()),
-        ("request_id", pa.string()),
-        ("started_at", pa.timestamp("us", tz="UTC")),
-        ("received_at", pa.timestamp("us", tz="UTC")),
-        ("model", pa.string()),
-        ("engine", pa.string()),
-        ("tenant", pa.string()),
-        ("isl", pa.int32()),
-        ("osl", pa.int32()),
-        ("tokens_estimated", pa.bool_()),
-        ("ttft_ms", pa.float64()),
-        ("e2e_ms", pa.float64()),
-        ("itl_ms", pa.float64()),
-        ("queue_ms", pa.float64()),
-        ("token_gaps_ms", pa.list_(pa.float64())),
-        ("status", pa.string()),
-        ("error_type", pa.string()),
-        ("stream", pa.bool_()),
-        ("cached_tokens", pa.int32()),
-    ]
-)
 
 _PATH = re.compile(r" - at `\$(?:\[\d+\])?\.?([^`]*)`$")
 _MISSING = re.compile(r"missing required field `([^`]+)`")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-AZURE_GATEWAY = "azure-llm-inference-2023"
+from app.storage.schema import AZURE_GATEWAY
 
 
 def per_model(cur: duckdb.DuckDBPyConnection) -> pd.DataFrame:

@@ -7,17 +7,7 @@ from datetime import datetime
 
 import pyarrow as pa
 
-REJECTS_SCHEMA = pa.schema(
-    [
-        ("received_at", pa.timestamp("us", tz="UTC")),
-        ("gateway", pa.string()),
-        ("format", pa.string()),
-        ("item_index", pa.int32()),
-        ("field", pa.string()),
-        ("reason", pa.string()),
-        ("raw", pa.string()),
-    ]
-)
+from app.storage.schema import REJECTS_SCHEMA
 
 
 @dataclass(frozen=True)
@@ -60,7 +50,9 @@ def rejects_table(batch: Batch, raw_chars: int) -> pa.Table:
     n = len(batch.rejects)
     return pa.table(
         {
-            "received_at": pa.array([batch.received_at] * n, REJECTS_SCHEMA.field(0).type),
+            "received_at": pa.array(
+                [batch.received_at] * n, REJECTS_SCHEMA.field("received_at").type
+            ),
             "gateway": [batch.gateway] * n,
             "format": [batch.format] * n,
             "item_index": pa.array([r.index for r in batch.rejects], pa.int32()),

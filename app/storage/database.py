@@ -52,6 +52,11 @@ class Database:
         return self
 
     @property
+    def is_open(self) -> bool:
+        """True between open() and close()."""
+        return self._con is not None
+
+    @property
     def connection(self) -> duckdb.DuckDBPyConnection:
         """The root connection; only the writer (or a CLI bulk load) writes through it."""
         if self._con is None:

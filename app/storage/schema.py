@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 from sqlalchemy import (
     ARRAY,
     Boolean,
@@ -95,4 +96,30 @@ report_runs = Table(
 
 # Column order of `requests` as the writer inserts it; the ingest side builds Arrow tables in it.
 REQUEST_COLUMNS: tuple[str, ...] = tuple(c.name for c in requests.columns)
-REJECT_COLUMNS: tuple[str, ...] = tuple(c.name for c in rejects.columns)
+
+# The gateway name the Azure LLM inference trace is imported under (its rows carry CC-BY).
+AZURE_GATEWAY = "azure-llm-inference-2023"
+
+
+def _arrow_type(column: Column) -> pa.DataType:
+    kind = column.type
+    if isinstance(kind, ARRAY):
+        return pa.list_(pa.float64())
+    if isinstance(kind, DateTime):
+        return pa.timestamp("us", tz="UTC")
+    if isinstance(kind, Double):
+        return pa.float64()
+    if isinstance(kind, Boolean):
+        return pa.bool_()
+    if isinstance(kind, Integer):
+        return pa.int32()
+    return pa.string()
+
+
+def arrow_schema(table: Table) -> pa.Schema:
+    """The Arrow schema that matches a table column for column, so inserts need no casts."""
+    return pa.schema([(c.name, _arrow_type(c)) for c in table.columns])
+
+
+REQUESTS_SCHEMA = arrow_schema(requests)
+REJECTS_SCHEMA = arrow_schema(rejects)

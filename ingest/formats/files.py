@@ -16,12 +16,12 @@ import pyarrow.parquet as pq
 from app.storage.batches import Batch, Reject
 from app.storage.database import Database
 from app.storage.ingest_store import RequestStore
+from app.storage.schema import AZURE_GATEWAY
 from ingest.formats.native import EnvelopeError, parse
 from ingest.records import FIELDS, RecordIn, describe_error, to_rows
 
 FORMATS = ("ndjson", "csv", "parquet", "azure")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
-AZURE_GATEWAY = "azure-llm-inference-2023"
 CHUNK_ROWS = 50_000
 _TEXT_COLUMNS = ("request_id", "started_at", "model", "engine", "tenant", "status", "error_type")
 
@@ -75,8 +75,8 @@ def _clean(row: dict) -> dict:
     """Drop empty cells; turn parsed timestamps back into ISO text for the record type."""
     out = {}
     for key, value in row.items():
-        if value is None or (isinstance(value, float) and math.isnan(value) and key != "isl"):
-            continue
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            continue  # an empty cell is an absent field
         if isinstance(value, datetime):
             value = (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
         out[key] = value
