@@ -78,6 +78,18 @@ def create_app(
         )
         return JSONResponse({"detail": f"invalid parameters: {problems}"}, status_code=422)
 
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # Logged with its traceback for the operator; the client gets a plain sentence.
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return JSONResponse(
+            {
+                "detail": f"internal error ({type(exc).__name__}); nothing from this request was "
+                "stored. Retry later; if it persists, see the server log."
+            },
+            status_code=500,
+        )
+
     app.include_router(ingest_routes.router)
     app.include_router(health.router)
     mount(app, database)  # last: Dash adds a catch-all GET route for its pages

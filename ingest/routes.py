@@ -5,17 +5,19 @@ from __future__ import annotations
 import logging
 from typing import Annotated
 
+import numpy as np
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from app.deps import ClockDep, SettingsDep, WriterDep
+from app.deps import ClockDep, DbDep, SettingsDep, WriterDep
 from app.storage.batches import Batch, Reject
+from app.storage.ingest_store import key_hashes
 from app.storage.tokens import TokenInfo
 from app.storage.writer import Writer, WriterSaturated, WriterStopped
 from ingest.auth import require_scope
 from ingest.body import BodyError, check_native_type, read_limited
-from ingest.formats.native import EnvelopeError, parse
+from ingest.formats.native import EnvelopeError, Parsed, parse
 from ingest.schemas import ErrorResponse, IngestResponse, ItemError
 
 log = logging.getLogger("tokenshape.ingest")
@@ -62,6 +64,7 @@ async def post_requests(
     request: Request,
     settings: SettingsDep,
     writer: WriterDep,
+    db: DbDep,
     clock: ClockDep,
     token: Annotated[TokenInfo, Depends(require_scope("ingest"))],
 ) -> JSONResponse:
@@ -78,15 +81,20 @@ async def post_requests(
             reject = Reject(None, None, exc.message, None)
             await _quarantine(writer, Batch(gateway, "native", received_at, None, [reject]))
         return _error(exc.status, exc.message)
-    try:
-        parsed = await run_in_threadpool(
-            parse,
+
+    def decode() -> tuple[Parsed, np.ndarray]:
+        parsed = parse(
             body,
             ndjson=ndjson,
             gateway=gateway,
             received_at=received_at,
             max_items=settings.max_items_per_request,
         )
+        # Hash the keys here, in parallel with other requests, not on the writer thread.
+        return parsed, key_hashes(db.cursor(), parsed.rows)
+
+    try:
+        parsed, hashes = await run_in_threadpool(decode)
     except EnvelopeError as exc:
         raw = body[: settings.reject_raw_chars].decode(errors="replace")
         reject = Reject(None, None, str(exc), raw)
@@ -94,7 +102,7 @@ async def post_requests(
         return _error(400, str(exc))
     try:
         result = await writer.submit(
-            Batch(gateway, "native", received_at, parsed.rows, parsed.rejects)
+            Batch(gateway, "native", received_at, parsed.rows, parsed.rejects, hashes)
         )
     except WriterSaturated as exc:
         return _error(

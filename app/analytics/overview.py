@@ -5,6 +5,7 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
+from app.storage.rows import first_row
 from app.storage.schema import AZURE_GATEWAY
 
 
@@ -28,12 +29,13 @@ def per_model(cur: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 
 def span(cur: duckdb.DuckDBPyConnection) -> dict:
     """First and last start time, totals, gateways, and whether the Azure trace is present."""
-    row = cur.execute(
+    row = first_row(
+        cur,
         "SELECT min(started_at), max(started_at), count(*), coalesce(sum(isl), 0), "
         "coalesce(sum(osl), 0), count(DISTINCT gateway), "
         "count(*) FILTER (WHERE gateway = ?) FROM requests",
         [AZURE_GATEWAY],
-    ).fetchone()
+    )
     assert row is not None
     return {
         "first": row[0],

@@ -8,6 +8,7 @@ import pyarrow as pa
 
 from app.storage.batches import Batch, WriteResult, rejects_table
 from app.storage.keys import KeyIndex
+from app.storage.rows import first_row
 from app.storage.schema import REQUEST_COLUMNS
 
 _COLS = ", ".join(REQUEST_COLUMNS)
@@ -29,18 +30,16 @@ class RequestStore:
         One INSERT for all rows of the flush and one for all rejects: DuckDB's cost is mostly
         per statement, so the batches are deduplicated here and inserted together.
         """
-        with_rows = [b.rows for b in batches if b.rows is not None and b.rows.num_rows]
-        all_hashes = self._hashes(with_rows)
         results: list[WriteResult] = []
         kept_rows: list[pa.Table] = []
         kept_hashes: list[np.ndarray] = []
-        offset = 0
         for batch in batches:
             rows = batch.rows
             accepted = 0
             if rows is not None and rows.num_rows:
-                hashes = all_hashes[offset : offset + rows.num_rows]
-                offset += rows.num_rows
+                hashes = batch.key_hashes
+                if hashes is None or len(hashes) != rows.num_rows:
+                    hashes = key_hashes(self.con, rows)
                 keep = self._fresh_mask(rows, hashes, kept_rows, kept_hashes)
                 if not keep.all():
                     rows = rows.filter(pa.array(keep))
@@ -73,18 +72,6 @@ class RequestStore:
             self.con.execute(f"INSERT INTO {target} SELECT {cols} FROM staged")
         finally:
             self.con.unregister("staged")
-
-    def _hashes(self, tables: list[pa.Table]) -> np.ndarray:
-        """DuckDB's 64-bit hash of (gateway, request_id) for every row, in order."""
-        if not tables:
-            return np.empty(0, dtype=np.uint64)
-        keys = pa.concat_tables([t.select(["gateway", "request_id"]) for t in tables])
-        self.con.register("staged_keys", keys)
-        try:
-            out = self.con.execute(f"SELECT {_HASH} AS h FROM staged_keys").fetchnumpy()["h"]
-        finally:
-            self.con.unregister("staged_keys")
-        return np.asarray(out, dtype=np.uint64)
 
     def _fresh_mask(
         self,
@@ -150,9 +137,24 @@ class RequestStore:
         return mask
 
 
+def key_hashes(con: duckdb.DuckDBPyConnection, rows: pa.Table) -> np.ndarray:
+    """DuckDB's 64-bit hash of (gateway, request_id) per row, the key of the dedupe index.
+
+    Ingest computes it on a reader cursor in its own thread, so the writer does not have to."""
+    if rows.num_rows == 0:
+        return np.empty(0, dtype=np.uint64)
+    keys = rows.select(["gateway", "request_id"])
+    con.register("staged_keys", keys)
+    try:
+        out = con.execute(f"SELECT {_HASH} AS h FROM staged_keys").fetchnumpy()["h"]
+    finally:
+        con.unregister("staged_keys")
+    return np.asarray(out, dtype=np.uint64)
+
+
 def count_rows(con: duckdb.DuckDBPyConnection, table: str) -> int:
     """Row count of one of our tables (name checked against a fixed list)."""
     if table not in {"requests", "rejects", "tokens", "engines", "report_runs"}:
         raise ValueError(f"unknown table {table!r}")
-    row = con.execute(f"SELECT count(*) FROM {table}").fetchone()
+    row = first_row(con, f"SELECT count(*) FROM {table}")
     return int(row[0]) if row else 0

@@ -11,6 +11,8 @@ from datetime import datetime
 
 import duckdb
 
+from app.storage.rows import first_row
+
 SCOPES = ("ingest", "read", "admin")
 PREFIX = "tks_"
 _ALPHABET = string.ascii_letters + string.digits
@@ -67,11 +69,12 @@ def create(con: duckdb.DuckDBPyConnection, gateway: str, scope: str) -> tuple[st
     token = PREFIX + body + _checksum(body)
     token_id = body[:8]
     display = f"{PREFIX}{body[:8]}…"
-    row = con.execute(
+    row = first_row(
+        con,
         "INSERT INTO tokens (id, token_hash, display, gateway, scope, created_at) "
         "VALUES (?, ?, ?, ?, ?, now()) RETURNING created_at",
         [token_id, hash_token(token), display, gateway, scope],
-    ).fetchone()
+    )
     assert row is not None
     return token, TokenInfo(token_id, display, gateway, scope, row[0], None, None)
 
@@ -87,10 +90,11 @@ def lookup(con: duckdb.DuckDBPyConnection, token: str) -> TokenInfo | None:
     """The live (not revoked) token with this plaintext, or None."""
     if not well_formed(token):
         return None
-    row = con.execute(
+    row = first_row(
+        con,
         f"SELECT {_COLUMNS} FROM tokens WHERE token_hash = ? AND revoked_at IS NULL",
         [hash_token(token)],
-    ).fetchone()
+    )
     return _info(row) if row else None
 
 
@@ -103,8 +107,9 @@ def list_tokens(con: duckdb.DuckDBPyConnection) -> list[TokenInfo]:
 def revoke(con: duckdb.DuckDBPyConnection, token_id: str) -> bool:
     """Revoke by id (or by display prefix); False if no live token matched."""
     token_id = token_id.removeprefix(PREFIX).rstrip("…")[:8]
-    row = con.execute(
+    row = first_row(
+        con,
         "UPDATE tokens SET revoked_at = now() WHERE id = ? AND revoked_at IS NULL RETURNING id",
         [token_id],
-    ).fetchone()
+    )
     return row is not None
