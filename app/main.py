@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from app import __version__
-from app.api import health
+from app.api import health, shapes
 from app.config import Settings
 from app.dashboard.shell import mount
 from app.storage.database import Database
@@ -74,6 +74,7 @@ def create_app(
     async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc'][1:]) or e['loc'][0]}: {e['msg']}"
+            + (" (use ISO 8601, e.g. 2026-11-20T10:00:00Z)" if "datetime" in e["msg"] else "")
             for e in exc.errors()
         )
         return JSONResponse({"detail": f"invalid parameters: {problems}"}, status_code=422)
@@ -92,5 +93,6 @@ def create_app(
 
     app.include_router(ingest_routes.router)
     app.include_router(health.router)
+    app.include_router(shapes.router)
     mount(app, database)  # last: Dash adds a catch-all GET route for its pages
     return app

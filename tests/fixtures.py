@@ -47,3 +47,24 @@ def ndjson(records: list[dict[str, Any]]) -> bytes:
 def gzipped(data: bytes) -> bytes:
     """gzip-compressed bytes."""
     return gzip.compress(data)
+
+
+def store(db, records: list[dict[str, Any]], gateway: str = "gw-test") -> int:
+    """Validate records with the ingest rules and store them directly; returns rows stored."""
+    import msgspec
+
+    from app.storage.batches import Batch
+    from app.storage.ingest_store import RequestStore
+    from ingest.records import RecordIn, to_rows
+
+    recs = [msgspec.convert(r, RecordIn) for r in records]
+    rows, rejects = to_rows(
+        recs, list(range(len(recs))), gateway=gateway, received_at=datetime.now(UTC)
+    )
+    assert not rejects, rejects
+    con = db.new_cursor()
+    try:
+        (result,) = RequestStore(con).write([Batch(gateway, "test", datetime.now(UTC), rows)])
+    finally:
+        con.close()
+    return result.accepted

@@ -1,0 +1,42 @@
+"""The one filter every analytics query takes, turned into a WHERE clause with bound values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class Filter:
+    """Time window [start, end) and the dimensions to keep; empty tuples mean all."""
+
+    start: datetime | None = None
+    end: datetime | None = None
+    models: tuple[str, ...] = ()
+    engines: tuple[str, ...] = ()
+    gateways: tuple[str, ...] = ()
+    tenants: tuple[str, ...] = ()
+    statuses: tuple[str, ...] = field(default=())
+
+    def where(self) -> tuple[str, list]:
+        """SQL condition (never empty) and its parameters, in order."""
+        parts: list[str] = ["TRUE"]
+        params: list = []
+        if self.start is not None:
+            parts.append("started_at >= ?")
+            params.append(self.start)
+        if self.end is not None:
+            parts.append("started_at < ?")
+            params.append(self.end)
+        for column, values in (
+            ("model", self.models),
+            ("engine", self.engines),
+            ("gateway", self.gateways),
+            ("tenant", self.tenants),
+            ("status", self.statuses),
+        ):
+            if values:
+                # A list parameter: one placeholder whatever the number of values.
+                parts.append(f"list_contains(?, {column})")
+                params.append(list(values))
+        return " AND ".join(parts), params

@@ -1,0 +1,58 @@
+"""GET /api/heatmap, /api/quantiles, /api/shapes: the shape of the traffic as JSON."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+
+from app.analytics import shapes
+from app.api.params import FilterDep
+from app.api.schemas import HeatmapOut, QuantilesOut, ShapesOut
+from app.deps import DbDep
+
+router = APIRouter(tags=["shapes"])
+
+
+@router.get("/api/heatmap", response_model=HeatmapOut)
+def heatmap(
+    db: DbDep,
+    flt: FilterDep,
+    bins: Annotated[
+        Literal["log2", "log2half", "linear"],
+        Query(description="log2 (0, 16, 32 … 128k), log2half, or linear"),
+    ] = "log2",
+    isl_width: Annotated[int | None, Query(ge=1, description="linear bins: ISL bin width")] = 256,
+    osl_width: Annotated[int | None, Query(ge=1, description="linear bins: OSL bin width")] = 64,
+) -> HeatmapOut:
+    """ISL x OSL request counts for the window."""
+    hm = shapes.heatmap(db.cursor(), flt, bins=bins, isl_width=isl_width, osl_width=osl_width)
+    return HeatmapOut(
+        bins=bins,
+        isl_edges=list(hm.isl_edges),
+        osl_edges=list(hm.osl_edges),
+        counts=hm.counts.tolist(),
+        total=hm.total,
+    )
+
+
+@router.get("/api/quantiles", response_model=QuantilesOut, response_model_by_alias=True)
+def quantiles(db: DbDep, flt: FilterDep) -> QuantilesOut:
+    """Exact p50, p90, p99, p99.9 and max of ISL, OSL, TTFT, ITL and E2E."""
+    return QuantilesOut.model_validate(shapes.quantiles(db.cursor(), flt))
+
+
+@router.get("/api/shapes", response_model=ShapesOut)
+def four_shapes(
+    db: DbDep,
+    flt: FilterDep,
+    long_isl: Annotated[int, Query(ge=1, description="ISL at or above this is long")] = 1024,
+    long_osl: Annotated[int, Query(ge=1, description="OSL at or above this is long")] = 256,
+) -> ShapesOut:
+    """How many requests are long-in/short-out, long/long, short-in/long-out, short/short."""
+    counts = shapes.four_shapes(db.cursor(), flt, long_isl=long_isl, long_osl=long_osl)
+    total = sum(counts.values())
+    shares = {k: (v / total if total else 0.0) for k, v in counts.items()}
+    return ShapesOut(
+        long_isl=long_isl, long_osl=long_osl, total=total, counts=counts, shares=shares
+    )
