@@ -1,4 +1,6 @@
-"""Dependency aliases for routes: settings, database, writer and the clock, from app.state."""
+"""Dependency aliases for routes: settings, database, writer and the clock, from app.state.
+
+They are async so FastAPI calls them on the event loop instead of a worker thread."""
 
 from __future__ import annotations
 
@@ -13,22 +15,22 @@ from app.storage.database import Database
 from app.storage.writer import Writer
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     """The app's settings object."""
     return request.app.state.settings
 
 
-def get_db(request: Request) -> Database:
+async def get_db(request: Request) -> Database:
     """The open database."""
     return request.app.state.db
 
 
-def get_writer(request: Request) -> Writer:
+async def get_writer(request: Request) -> Writer:
     """The single writer."""
     return request.app.state.writer
 
 
-def get_clock(request: Request) -> Callable[[], datetime]:
+async def get_clock(request: Request) -> Callable[[], datetime]:
     """The clock (swapped in tests): returns an aware UTC datetime."""
     return request.app.state.clock
 

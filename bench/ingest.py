@@ -135,6 +135,9 @@ def http_ingest(path: Path, workdir: Path, batch: int, clients: int) -> tuple[fl
             t.start()
         for t in threads:
             t.join()
+        # Count the time until every acknowledged row is visible to queries, not just durable.
+        while httpx.get(url + "/api/health").json()["writer"]["journal_rows"]:
+            time.sleep(0.005)
         elapsed = time.perf_counter() - started
         if failures:
             raise SystemExit(f"ingest failed: {failures[:3]}")

@@ -31,8 +31,17 @@ class LiveServer:
     """The app served by uvicorn in a thread, with its database for assertions."""
 
     url: str
-    db: Database
+    database: Database
     app: object
+
+    @property
+    def db(self) -> Database:
+        """The database once every acknowledged row is visible (the journal has been moved)."""
+        writer = self.app.state.writer
+        deadline = time.monotonic() + 20
+        while (writer.pending_rows or writer.unmoved_rows) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.database
 
     def token(self, scope: str = "ingest", gateway: str = "gw-test") -> str:
         """Create a token directly in the database."""

@@ -204,10 +204,12 @@ def test_compressed_deflate_stream_is_not_mistaken_for_gzip(live, ingest):
 
 def test_health_reports_database_and_writer(live, ingest):
     ingest.post("/v1/requests", json=batch(3))
+    assert live.db  # acknowledged rows reach the table within moments (the journal is moved)
     h = ingest.get("/api/health").json()
     assert h["status"] == "ok"
     assert h["database"]["requests"] == 3 and h["database"]["revision"] == "0001"
     assert h["writer"]["running"] and h["writer"]["rows_accepted"] == 3
+    assert h["writer"]["journal_rows"] == 0 and h["writer"]["moved_rows"] == 3
 
 
 def test_ndjson_error_index_is_the_line_number(live, ingest):

@@ -30,6 +30,9 @@ class WriterHealth(BaseModel):
     saturated_answers: int
     last_flush_ms: float
     last_error: str | None
+    journal_rows: int
+    moved_rows: int
+    last_move_error: str | None
 
 
 class Health(BaseModel):

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-import numpy as np
 import pyarrow as pa
 
 from app.storage.schema import REJECTS_SCHEMA
@@ -30,8 +29,6 @@ class Batch:
     received_at: datetime
     rows: pa.Table | None
     rejects: list[Reject] = field(default_factory=list)
-    # 64-bit key hashes of `rows`, when the caller computed them off the writer thread.
-    key_hashes: np.ndarray | None = None
 
     @property
     def row_count(self) -> int:

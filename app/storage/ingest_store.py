@@ -1,28 +1,78 @@
-"""Storing batches: dedupe on (gateway, request_id), one INSERT per batch, group commit."""
+"""Storing batches: dedupe on (gateway, request_id), then the journal or one INSERT per flush."""
 
 from __future__ import annotations
+
+import logging
+import threading
 
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from app.storage.batches import Batch, WriteResult, rejects_table
+from app.storage.journal import Journal
 from app.storage.keys import KeyIndex
 from app.storage.rows import first_row
 from app.storage.schema import REQUEST_COLUMNS
 
 _COLS = ", ".join(REQUEST_COLUMNS)
 _HASH = "hash(gateway, request_id)"
+log = logging.getLogger("tokenshape.store")
 
 
 class RequestStore:
-    """Writes batches through one connection; keeps the dedupe index in step with commits."""
+    """Writes batches through one connection; keeps the dedupe index in step with what is durable.
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, raw_chars: int = 4096):
+    With a journal (the server's writer), accepted rows are durable once appended to it and
+    `move` later inserts them into DuckDB in large transactions; without one (CLI imports, the
+    demo), each write is one DuckDB transaction."""
+
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, raw_chars: int = 4096, journal: Journal | None = None
+    ):
         self.con = con
         self.raw_chars = raw_chars
+        self.journal = journal
+        self._lock = threading.Lock()
+        self._pending: list[pa.Table] = []  # journaled, not yet in DuckDB
+        self._moving: list[pa.Table] = []  # being inserted into DuckDB now
+        self._segments: list = []  # closed journal segments whose rows are not in DuckDB yet
+        if journal is not None:
+            self.recovered = self._recover(journal)
         hashes = con.execute(f"SELECT {_HASH} AS h FROM requests").fetchnumpy()["h"]
         self.keys = KeyIndex(np.asarray(hashes, dtype=np.uint64))
+
+    @property
+    def unmoved_rows(self) -> int:
+        """Rows acknowledged (journaled) but not yet visible in DuckDB."""
+        with self._lock:
+            return sum(t.num_rows for t in self._pending + self._moving)
+
+    def _recover(self, journal: Journal) -> int:
+        """Store rows a crash left in journal segments (unless already stored); drop them."""
+        restored = 0
+        for path in journal.segments():
+            rows = Journal.read(path)
+            if rows is not None and rows.num_rows:
+                self.con.execute("BEGIN TRANSACTION")
+                try:
+                    self.con.register("staged", rows)
+                    row = first_row(
+                        self.con,
+                        f"INSERT INTO requests ({_COLS}) SELECT {_COLS} FROM staged s ANTI JOIN "
+                        "requests r ON r.gateway = s.gateway AND r.request_id = s.request_id",
+                    )
+                    self.con.unregister("staged")
+                    self.con.execute("COMMIT")
+                except BaseException:
+                    self.con.execute("ROLLBACK")
+                    raise
+                restored += int(row[0]) if row else 0
+            path.unlink()
+        if restored:
+            log.info("recovered %d journaled requests into the database", restored)
+        return restored
 
     def write(self, batches: list[Batch]) -> list[WriteResult]:
         """Store every batch in one transaction; returns per-batch counts, in order.
@@ -30,16 +80,18 @@ class RequestStore:
         One INSERT for all rows of the flush and one for all rejects: DuckDB's cost is mostly
         per statement, so the batches are deduplicated here and inserted together.
         """
+        with_rows = [b.rows for b in batches if b.rows is not None and b.rows.num_rows]
+        all_hashes = self._hashes(with_rows)  # one query for the whole flush
         results: list[WriteResult] = []
         kept_rows: list[pa.Table] = []
         kept_hashes: list[np.ndarray] = []
+        offset = 0
         for batch in batches:
             rows = batch.rows
             accepted = 0
             if rows is not None and rows.num_rows:
-                hashes = batch.key_hashes
-                if hashes is None or len(hashes) != rows.num_rows:
-                    hashes = key_hashes(self.con, rows)
+                hashes = all_hashes[offset : offset + rows.num_rows]
+                offset += rows.num_rows
                 keep = self._fresh_mask(rows, hashes, kept_rows, kept_hashes)
                 if not keep.all():
                     rows = rows.filter(pa.array(keep))
@@ -51,6 +103,16 @@ class RequestStore:
             total = 0 if batch.rows is None else batch.rows.num_rows
             results.append(WriteResult(accepted, total - accepted, len(batch.rejects)))
         rejects = [rejects_table(b, self.raw_chars) for b in batches if b.rejects]
+        if self.journal is not None and kept_rows:
+            rows = pa.concat_tables(kept_rows)
+            with self._lock:  # the mover rotates segments under the same lock
+                self.journal.append(rows)
+                self._pending.append(rows)
+            for hashes in kept_hashes:  # durable now, whatever happens to the rejects below
+                self.keys.add(hashes)
+            kept_rows, kept_hashes = [], []
+        if not kept_rows and not rejects:
+            return results
         self.con.execute("BEGIN TRANSACTION")
         try:
             if kept_rows:
@@ -65,13 +127,57 @@ class RequestStore:
             self.keys.add(hashes)
         return results
 
-    def _insert(self, table: str, cols: str, rows: pa.Table) -> None:
-        self.con.register("staged", rows)
+    def _insert(self, table: str, cols: str, rows: pa.Table, con=None) -> None:
+        con = con or self.con
+        con.register("staged", rows)
         try:
             target = f"{table} ({cols})" if cols != "*" else table
-            self.con.execute(f"INSERT INTO {target} SELECT {cols} FROM staged")
+            con.execute(f"INSERT INTO {target} SELECT {cols} FROM staged")
         finally:
-            self.con.unregister("staged")
+            con.unregister("staged")
+
+    def move(self, con: duckdb.DuckDBPyConnection) -> int:
+        """Insert every journaled row into DuckDB in one transaction (call from one thread)."""
+        assert self.journal is not None
+        with self._lock:
+            tables, self._pending = self._pending, []
+            self._moving = tables
+            segment = self.journal.rotate()
+            if segment is not None:
+                self._segments.append(segment)
+            segments = list(self._segments)
+        try:
+            if tables:
+                con.execute("BEGIN TRANSACTION")
+                try:
+                    self._insert("requests", _COLS, pa.concat_tables(tables), con)
+                    con.execute("COMMIT")
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
+        except BaseException:
+            with self._lock:  # keep them pending; their segments stay on disk
+                self._pending = tables + self._pending
+                self._moving = []
+            raise
+        with self._lock:
+            self._moving = []
+            self._segments = [s for s in self._segments if s not in segments]
+        for path in segments:
+            path.unlink(missing_ok=True)
+        return sum(t.num_rows for t in tables)
+
+    def _hashes(self, tables: list[pa.Table]) -> np.ndarray:
+        """DuckDB's 64-bit hash of (gateway, request_id) for every row, in order."""
+        if not tables:
+            return np.empty(0, dtype=np.uint64)
+        keys = pa.concat_tables([t.select(["gateway", "request_id"]) for t in tables])
+        self.con.register("staged_keys", keys)
+        try:
+            out = self.con.execute(f"SELECT {_HASH} AS h FROM staged_keys").fetchnumpy()["h"]
+        finally:
+            self.con.unregister("staged_keys")
+        return np.asarray(out, dtype=np.uint64)
 
     def _fresh_mask(
         self,
@@ -117,9 +223,33 @@ class RequestStore:
         maybe = self.keys.contains(hashes) & keep
         if maybe.any():
             idx = np.flatnonzero(maybe)
-            stored = self._stored(rows.take(pa.array(idx)).select(["gateway", "request_id"]))
+            cand = rows.take(pa.array(idx)).select(["gateway", "request_id"])
+            stored = self._stored(cand) | self._journaled(cand)
             keep[idx[stored]] = False
         return keep
+
+    def _journaled(self, cand: pa.Table) -> np.ndarray:
+        """Exact check: which candidate keys are acknowledged but not yet moved into DuckDB."""
+        with self._lock:
+            tables = self._pending + self._moving
+        found: set[tuple[str, str]] = set()
+        keys = list(
+            zip(
+                cand.column("gateway").to_pylist(),
+                cand.column("request_id").to_pylist(),
+                strict=True,
+            )
+        )
+        wanted = set(keys)
+        ids = pa.array([k[1] for k in keys], pa.string())
+        for t in tables:
+            hit = t.filter(pc.is_in(t.column("request_id"), value_set=ids))
+            for key in zip(
+                hit.column("gateway").to_pylist(), hit.column("request_id").to_pylist(), strict=True
+            ):
+                if key in wanted:
+                    found.add(key)
+        return np.array([k in found for k in keys], dtype=bool)
 
     def _stored(self, cand: pa.Table) -> np.ndarray:
         """Exact check: which candidate keys are already in `requests`."""
@@ -135,21 +265,6 @@ class RequestStore:
         mask = np.zeros(cand.num_rows, dtype=bool)
         mask[np.asarray(hits, dtype=np.int64)] = True
         return mask
-
-
-def key_hashes(con: duckdb.DuckDBPyConnection, rows: pa.Table) -> np.ndarray:
-    """DuckDB's 64-bit hash of (gateway, request_id) per row, the key of the dedupe index.
-
-    Ingest computes it on a reader cursor in its own thread, so the writer does not have to."""
-    if rows.num_rows == 0:
-        return np.empty(0, dtype=np.uint64)
-    keys = rows.select(["gateway", "request_id"])
-    con.register("staged_keys", keys)
-    try:
-        out = con.execute(f"SELECT {_HASH} AS h FROM staged_keys").fetchnumpy()["h"]
-    finally:
-        con.unregister("staged_keys")
-    return np.asarray(out, dtype=np.uint64)
 
 
 def count_rows(con: duckdb.DuckDBPyConnection, table: str) -> int:

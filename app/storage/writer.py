@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 from app.storage.batches import Batch, WriteResult
 from app.storage.database import Database
 from app.storage.ingest_store import RequestStore
+from app.storage.journal import Journal
+from app.storage.schema import REQUESTS_SCHEMA
 
 log = logging.getLogger("tokenshape.writer")
 
@@ -66,6 +69,16 @@ class Writer:
         # not thread-safe, and a single writer thread serialises commits by construction.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenshape-writer")
         self._store: RequestStore | None = None
+        self._mover: threading.Thread | None = None
+        self._move_wanted = threading.Event()
+        self._stopping = False
+        self.moved_rows = 0
+        self.last_move_error: str | None = None
+
+    @property
+    def journal_dir(self):
+        """Where acknowledged rows wait (fsynced) until the mover has them in DuckDB."""
+        return self.db.path.with_name(self.db.path.name + ".journal")
 
     @property
     def running(self) -> bool:
@@ -81,11 +94,46 @@ class Writer:
         """Open the write connection, load the dedupe index and start the flush loop."""
         loop = asyncio.get_running_loop()
         con = await loop.run_in_executor(self._executor, self.db.new_cursor)
+        journal = Journal(self.journal_dir, REQUESTS_SCHEMA)
         self._store = await loop.run_in_executor(
-            self._executor, lambda: RequestStore(con, self.raw_chars)
+            self._executor, lambda: RequestStore(con, self.raw_chars, journal)
         )
         self._queue = asyncio.Queue()
         self._task = asyncio.create_task(self._run(), name="tokenshape-writer")
+        self._stopping = False
+        self._mover = threading.Thread(
+            target=self._move_loop,
+            args=(self.db.new_cursor(),),
+            name="tokenshape-mover",
+            daemon=True,
+        )
+        self._mover.start()
+
+    def _move_loop(self, con) -> None:
+        """Move journaled rows into DuckDB whenever there are some; big moves are cheap ones."""
+        assert self._store is not None
+        store = self._store
+        try:
+            while True:
+                self._move_wanted.wait(timeout=0.5)
+                self._move_wanted.clear()
+                try:
+                    while store.unmoved_rows:
+                        self.moved_rows += store.move(con)
+                    self.last_move_error = None
+                except Exception as exc:  # rows stay journaled; try again on the next wake-up
+                    self.last_move_error = f"{type(exc).__name__}: {exc}"
+                    log.error("moving journaled rows into the database failed: %s", exc)
+                    time.sleep(0.5)
+                if self._stopping and not store.unmoved_rows:
+                    return
+        finally:
+            con.close()
+
+    @property
+    def unmoved_rows(self) -> int:
+        """Acknowledged rows not yet visible to queries."""
+        return self._store.unmoved_rows if self._store is not None else 0
 
     async def stop(self) -> None:
         """Flush what is queued, then stop the loop and close the write connection."""
@@ -97,9 +145,16 @@ class Writer:
             except asyncio.CancelledError:
                 pass
         self._task = None
+        if self._mover is not None:
+            self._stopping = True
+            self._move_wanted.set()
+            await asyncio.get_running_loop().run_in_executor(None, self._mover.join)
+            self._mover = None
         if self._store is not None:
             store = self._store
             self._store = None
+            if store.journal is not None:
+                store.journal.close()
             await asyncio.get_running_loop().run_in_executor(self._executor, store.con.close)
         self._executor.shutdown(wait=True)
 
@@ -109,7 +164,10 @@ class Writer:
             raise WriterStopped("the writer is not running")
         rows = batch.row_count
         # An oversized batch is still taken when the queue is empty, so it can never starve.
-        if self._pending_rows and self._pending_rows + rows > self.capacity_rows:
+        # Also refuse when the mover falls far behind: that backlog lives in memory.
+        if (self._pending_rows and self._pending_rows + rows > self.capacity_rows) or (
+            self.unmoved_rows > 5 * self.capacity_rows
+        ):
             self.stats.saturated += 1
             raise WriterSaturated(retry_after=1)
         future: asyncio.Future[WriteResult] = asyncio.get_running_loop().create_future()
@@ -159,6 +217,7 @@ class Writer:
             self.stats.batches += len(batches)
             self.stats.last_flush_ms = (time.perf_counter() - started) * 1000
             self.stats.last_error = None
+            self._move_wanted.set()
             for (_, future), result in zip(items, results, strict=True):
                 self.stats.rows_accepted += result.accepted
                 self.stats.rows_duplicate += result.duplicates
@@ -185,4 +244,7 @@ class Writer:
             "saturated_answers": s.saturated,
             "last_flush_ms": round(s.last_flush_ms, 2),
             "last_error": s.last_error,
+            "journal_rows": self.unmoved_rows,
+            "moved_rows": self.moved_rows,
+            "last_move_error": self.last_move_error,
         }
