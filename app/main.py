@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
+import httpx
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -25,6 +26,17 @@ log = logging.getLogger("tokenshape")
 def utc_now() -> datetime:
     """The real clock."""
     return datetime.now(UTC)
+
+
+async def _warm_up_dash(app: FastAPI) -> None:
+    """Let Dash finish its first-request setup before a browser comes.
+
+    Dash Pages registers its title callback on the first request; the page served by that very
+    request lacks the callback's script and the browser logs an error. One internal request
+    here makes every real page load complete."""
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://tokenshape") as client:
+        await client.get("/_dash-layout")
 
 
 def create_app(
@@ -50,6 +62,7 @@ def create_app(
         )
         await writer.start()
         app.state.writer = writer
+        await _warm_up_dash(app)
         log.info(
             "tokenshape %s serving %s (revision %s)", __version__, database.path, database.revision
         )
@@ -94,5 +107,5 @@ def create_app(
     app.include_router(ingest_routes.router)
     app.include_router(health.router)
     app.include_router(shapes.router)
-    mount(app, database)  # last: Dash adds a catch-all GET route for its pages
+    mount(app, database, clock)  # last: Dash adds a catch-all GET route for its pages
     return app

@@ -72,6 +72,63 @@ def test_overview_shows_the_stored_traffic(settings, browser, tmp_path):
         gen.close()
 
 
+@pytest.fixture
+def demo_live(settings):
+    with Database(settings.db).open() as db:
+        demo.seed(db, requests=5000, days=14, end=datetime(2026, 11, 23, tzinfo=UTC))
+    gen = serve(settings)
+    try:
+        yield next(gen)
+    finally:
+        gen.close()
+
+
+def _errors(page) -> list[str]:
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    return errors
+
+
+def test_shapes_heatmap_total_filters_and_url(demo_live, browser, tmp_path):
+    live = demo_live
+    page = browser.new_page(viewport={"width": 1366, "height": 768})
+    errors = _errors(page)
+    page.goto(live.url + "/shapes?window=all")
+    page.locator("#shapes-heatmap .heatmaplayer").wait_for(timeout=30_000)
+    total = live.scalar("SELECT count(*) FROM requests")
+    assert page.locator("#shapes-total").inner_text() == f"{total:,}"
+    # Filter by engine through the form: the URL carries it, and so does the count.
+    page.select_option("#filter-engine", "llm-70b")
+    page.click("#filter-apply")
+    page.wait_for_url("**engine=llm-70b**")
+    page.locator("#shapes-heatmap .heatmaplayer").wait_for(timeout=30_000)
+    engine_total = live.scalar("SELECT count(*) FROM requests WHERE engine = 'llm-70b'")
+    assert page.locator("#shapes-total").inner_text() == f"{engine_total:,}"
+    shared = page.url
+    page.screenshot(path=str(tmp_path / "shapes.png"), full_page=True)
+    if os.environ.get("TOKENSHAPE_SCREENSHOTS"):
+        page.screenshot(path=os.environ["TOKENSHAPE_SCREENSHOTS"] + "/shapes.png", full_page=True)
+    # Opening the shared link restores the view.
+    other = browser.new_page()
+    other.goto(shared)
+    other.locator("#shapes-heatmap .heatmaplayer").wait_for(timeout=30_000)
+    assert other.locator("#shapes-total").inner_text() == f"{engine_total:,}"
+    assert other.locator("#filter-engine").input_value() == "llm-70b"
+    assert errors == []
+
+
+def test_shapes_empty_window_shows_what_to_do(demo_live, browser):
+    page = browser.new_page()
+    errors = _errors(page)
+    page.goto(demo_live.url + "/shapes?window=1h")  # the demo ended days ago
+    empty = page.locator("#shapes-empty")
+    empty.wait_for(timeout=30_000)
+    assert "No requests in this window" in empty.inner_text()
+    assert "/v1/requests" in empty.inner_text()
+    assert errors == []
+
+
 def test_empty_database_says_how_to_start(settings, browser):
     gen = serve(settings)
     live = next(gen)

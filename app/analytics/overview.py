@@ -46,3 +46,18 @@ def span(cur: duckdb.DuckDBPyConnection) -> dict:
         "gateways": int(row[5]),
         "azure_rows": int(row[6]),
     }
+
+
+DIMENSIONS = ("model", "engine", "gateway", "tenant")
+
+
+def dimension_values(cur: duckdb.DuckDBPyConnection, limit: int = 200) -> dict[str, list[str]]:
+    """Distinct values of each filterable column, for the filter bar's choices."""
+    out: dict[str, list[str]] = {}
+    for column in DIMENSIONS:  # names from a fixed tuple, never from the user
+        rows = cur.execute(
+            f"SELECT DISTINCT {column} FROM requests WHERE {column} IS NOT NULL ORDER BY 1 LIMIT ?",
+            [limit],
+        ).fetchall()
+        out[column] = [r[0] for r in rows]
+    return out

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 import dash
 from dash import Dash, html
 from fastapi import FastAPI
 
-from app.dashboard.pages import overview
+from app.dashboard.pages import overview, shapes
 from app.storage.database import Database
 
 STATIC = Path(__file__).resolve().parents[2] / "static"
 
 
-def mount(server: FastAPI, db: Database) -> Dash:
+def mount(server: FastAPI, db: Database, clock: Callable[[], datetime]) -> Dash:
     """Create the Dash app on `server` (Dash's FastAPI backend) and register the pages."""
     app = Dash(
         __name__,
@@ -25,8 +27,10 @@ def mount(server: FastAPI, db: Database) -> Dash:
         title="tokenshape",
         update_title=None,
         suppress_callback_exceptions=True,
+        eager_loading=True,  # async chunks of dcc.Graph fail to resolve on the FastAPI backend
     )
     overview.register(db)
+    shapes.register(db, clock)
     app.layout = html.Div(
         [
             html.Header(

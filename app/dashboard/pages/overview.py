@@ -7,6 +7,7 @@ from dash import html
 
 from app.analytics import overview
 from app.dashboard import ids
+from app.dashboard.pages import safe
 from app.storage.database import Database
 
 
@@ -106,7 +107,8 @@ def register(db: Database) -> None:
     dash.register_page(
         __name__,
         path="/",
+        order=0,
         name="Overview",
         title="tokenshape · Overview",
-        layout=lambda **_query: layout_for(db),
+        layout=safe("Overview", lambda **_query: layout_for(db)),
     )

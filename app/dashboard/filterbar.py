@@ -1,0 +1,139 @@
+"""The shared filter bar: a plain GET form, so every view is a shareable URL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from dash import dcc, html
+
+from app.analytics.filters import Filter
+from app.dashboard import ids
+
+WINDOWS = {
+    "1h": timedelta(hours=1),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+    "all": None,
+}
+WINDOW_LABELS = {
+    "1h": "last hour",
+    "24h": "last 24 hours",
+    "7d": "last 7 days",
+    "30d": "last 30 days",
+    "all": "all time",
+    "custom": "custom",
+}
+DIMENSIONS = ("model", "engine", "gateway", "tenant")
+
+
+@dataclass(frozen=True)
+class View:
+    """What the URL asks for: the window preset, custom bounds and the chosen dimensions."""
+
+    window: str
+    start: datetime | None
+    end: datetime | None
+    choices: dict[str, str]
+
+    def filter(self) -> Filter:
+        """The analytics filter of this view."""
+        return Filter(
+            start=self.start,
+            end=self.end,
+            **{f"{d}s": ((self.choices[d],) if self.choices.get(d) else ()) for d in DIMENSIONS},
+        )
+
+
+def _time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def parse_query(query: dict, now: datetime) -> View:
+    """The view a URL query describes; unknown or broken values fall back to defaults."""
+    window = query.get("window") or "7d"
+    start = end = None
+    if window == "custom":
+        start, end = _time(query.get("start")), _time(query.get("end"))
+        if start and end and start >= end:
+            start, end = end, start
+    elif window in WINDOWS:
+        span = WINDOWS[window]
+        start = now - span if span else None
+    else:
+        window = "7d"
+        start = now - WINDOWS["7d"]  # type: ignore[operator]
+    choices = {d: str(query[d]) for d in DIMENSIONS if query.get(d)}
+    return View(window, start, end, choices)
+
+
+def _select(name: str, label: str, values: list[str], chosen: str | None, blank: str):
+    options = [html.Option(blank, value="")] + [
+        html.Option(v, value=v, selected=(v == chosen)) for v in values
+    ]
+    if chosen and chosen not in values:
+        options.append(html.Option(chosen, value=chosen, selected=True))
+    return html.Label([html.Span(label), html.Select(options, name=name, id=f"filter-{name}")])
+
+
+def render(view: View, values: dict[str, list[str]]) -> html.Form:
+    """The filter bar for a view, with the choices the database offers."""
+    windows = html.Label(
+        [
+            html.Span("window"),
+            html.Select(
+                [
+                    html.Option(WINDOW_LABELS[w], value=w, selected=(w == view.window))
+                    for w in [*WINDOWS, "custom"]
+                ],
+                name="window",
+                id="filter-window",
+            ),
+        ]
+    )
+    custom = [
+        html.Label(
+            [
+                html.Span("from (UTC, ISO 8601)"),
+                dcc.Input(
+                    type="text",
+                    placeholder="2026-11-20T08:00",
+                    name="start",
+                    id="filter-start",
+                    value=view.start.strftime("%Y-%m-%dT%H:%M")
+                    if view.window == "custom" and view.start
+                    else "",
+                ),
+            ]
+        ),
+        html.Label(
+            [
+                html.Span("to (UTC)"),
+                dcc.Input(
+                    type="text",
+                    placeholder="2026-11-21T08:00",
+                    name="end",
+                    id="filter-end",
+                    value=view.end.strftime("%Y-%m-%dT%H:%M")
+                    if view.window == "custom" and view.end
+                    else "",
+                ),
+            ]
+        ),
+    ]
+    selects = [
+        _select(d, d, values.get(d, []), view.choices.get(d), f"all {d}s") for d in DIMENSIONS
+    ]
+    return html.Form(
+        [windows, *custom, *selects, html.Button("Apply", type="submit", id=ids.FILTER_APPLY)],
+        method="get",
+        className="filterbar",
+        id=ids.FILTER_BAR,
+    )
