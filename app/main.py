@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from app import __version__
-from app.api import health, shapes
+from app.api import health, latency, shapes
 from app.config import Settings
 from app.dashboard.shell import mount
 from app.storage.database import Database
@@ -107,5 +107,6 @@ def create_app(
     app.include_router(ingest_routes.router)
     app.include_router(health.router)
     app.include_router(shapes.router)
+    app.include_router(latency.router)
     mount(app, database, clock)  # last: Dash adds a catch-all GET route for its pages
     return app

@@ -34,13 +34,17 @@ class LiveServer:
     database: Database
     app: object
 
-    @property
-    def db(self) -> Database:
-        """The database once every acknowledged row is visible (the journal has been moved)."""
+    def settle(self) -> None:
+        """Wait until every acknowledged row is visible to queries (the journal is moved)."""
         writer = self.app.state.writer
         deadline = time.monotonic() + 20
         while (writer.pending_rows or writer.unmoved_rows) and time.monotonic() < deadline:
             time.sleep(0.01)
+
+    @property
+    def db(self) -> Database:
+        """The database, once every acknowledged row is visible."""
+        self.settle()
         return self.database
 
     def token(self, scope: str = "ingest", gateway: str = "gw-test") -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import BaseModel, Field
 
 
@@ -86,3 +88,86 @@ class ShapesOut(BaseModel):
     total: int
     counts: dict[str, int]
     shares: dict[str, float]
+
+
+class TrendPoint(BaseModel):
+    """One time bucket of the latency trend (milliseconds; null without data)."""
+
+    bucket: datetime
+    requests: int
+    ttft_ms_p50: float | None
+    ttft_ms_p90: float | None
+    ttft_ms_p99: float | None
+    itl_ms_p50: float | None
+    itl_ms_p90: float | None
+    itl_ms_p99: float | None
+    e2e_ms_p50: float | None
+    e2e_ms_p90: float | None
+    e2e_ms_p99: float | None
+
+
+class TrendOut(BaseModel):
+    """GET /api/latency/trend: bucket is 5m, 1h or 1d, chosen from the window."""
+
+    bucket: str
+    points: list[TrendPoint]
+
+
+class TtftBin(BaseModel):
+    """TTFT over the requests of one ISL bin [isl_from, next isl_from)."""
+
+    isl_from: int
+    requests: int
+    ttft_p50: float
+    ttft_p90: float
+
+
+class TtftVsIslOut(BaseModel):
+    """GET /api/latency/ttft-vs-isl: binned TTFT and an OLS slope in ms per 1k input tokens."""
+
+    bins: list[TtftBin]
+    slope_ms_per_1k_tokens: float | None
+
+
+class PositionBin(BaseModel):
+    """Inter-token gaps at output positions [position_from, next position_from)."""
+
+    position_from: int
+    gaps: int
+    itl_p50: float
+    itl_p90: float
+
+
+class ItlByPositionOut(BaseModel):
+    """GET /api/latency/itl-by-position (from requests that carry token_gaps_ms)."""
+
+    bins: list[PositionBin]
+
+
+class E2eOut(BaseModel):
+    """GET /api/latency/e2e: requests per time-to-completion bin (ms; last bin open-ended)."""
+
+    edges_ms: list[int]
+    counts: list[int]
+    total: int
+
+
+class TrafficPoint(BaseModel):
+    """Requests and tokens per second over one time bucket."""
+
+    bucket: datetime
+    requests: int
+    requests_per_s: float
+    input_tokens_per_s: float
+    output_tokens_per_s: float
+
+
+class TrafficOut(BaseModel):
+    """GET /api/traffic: rates per bucket and the weekday x hour matrix in the time zone."""
+
+    bucket: str
+    tz: str
+    points: list[TrafficPoint]
+    weekday_hour: list[list[int]] = Field(
+        description="7 rows (Monday first) x 24 hours of request counts, in tz."
+    )

@@ -1,0 +1,98 @@
+"""Latency views: percentile trends, TTFT vs ISL, ITL vs token position, time to completion."""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from app.analytics.bins import LOG2_EDGES, case_sql
+from app.analytics.filters import Filter
+from app.analytics.windows import BUCKETS
+from app.storage.rows import first_row
+
+E2E_EDGES_MS: tuple[int, ...] = (
+    0,
+    50,
+    100,
+    200,
+    500,
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    20_000,
+    60_000,
+    120_000,
+    300_000,
+)
+POSITION_EDGES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+
+
+def trend(cur: duckdb.DuckDBPyConnection, flt: Filter, bucket: str, tz: str) -> pd.DataFrame:
+    """p50/p90/p99 of TTFT, ITL and E2E and the request count per time bucket."""
+    where, params = flt.where()
+    cols = ", ".join(
+        f"quantile_cont({m}, [0.5, 0.9, 0.99]) AS {m}" for m in ("ttft_ms", "itl_ms", "e2e_ms")
+    )
+    frame = cur.execute(
+        f"SELECT time_bucket(to_seconds(?), started_at, ?) AS bucket, count(*) AS requests, "
+        f"{cols} FROM requests WHERE {where} GROUP BY 1 ORDER BY 1",
+        [BUCKETS[bucket], tz, *params],
+    ).df()
+    for m in ("ttft_ms", "itl_ms", "e2e_ms"):
+        values = frame.pop(m)
+        for k, name in enumerate(("p50", "p90", "p99")):
+            frame[f"{m}_{name}"] = [None if v is None else v[k] for v in values]
+    return frame
+
+
+def ttft_vs_isl(cur: duckdb.DuckDBPyConnection, flt: Filter) -> tuple[pd.DataFrame, float | None]:
+    """Median and p90 TTFT per ISL bin, and the fitted slope in ms per 1,000 input tokens."""
+    where, params = flt.where()
+    isl_case, edge_params = case_sql("isl", LOG2_EDGES)
+    frame = cur.execute(
+        f"SELECT {isl_case} AS bin, count(*) AS requests, median(ttft_ms) AS ttft_p50, "
+        f"quantile_cont(ttft_ms, 0.9) AS ttft_p90 FROM requests "
+        f"WHERE {where} AND ttft_ms IS NOT NULL GROUP BY 1 ORDER BY 1",
+        edge_params + params,
+    ).df()
+    frame["isl_from"] = [LOG2_EDGES[int(b)] for b in frame["bin"]]
+    row = first_row(
+        cur,
+        f"SELECT regr_slope(ttft_ms, isl) FROM requests WHERE {where} AND ttft_ms IS NOT NULL",
+        params,
+    )
+    slope = None if row is None or row[0] is None else float(row[0]) * 1000
+    return frame, slope
+
+
+def itl_by_position(cur: duckdb.DuckDBPyConnection, flt: Filter) -> pd.DataFrame:
+    """Median and p90 inter-token gap per output-token position bucket (from token_gaps_ms)."""
+    where, params = flt.where()
+    pos_case, edge_params = case_sql("pos", POSITION_EDGES)
+    frame = cur.execute(
+        f"""SELECT {pos_case} AS bin, count(*) AS gaps, median(gap) AS itl_p50,
+                   quantile_cont(gap, 0.9) AS itl_p90
+            FROM (SELECT unnest(range(1, len(token_gaps_ms) + 1)) AS pos,
+                         unnest(token_gaps_ms) AS gap
+                  FROM requests WHERE {where} AND token_gaps_ms IS NOT NULL)
+            GROUP BY 1 ORDER BY 1""",
+        edge_params + params,
+    ).df()
+    frame["position_from"] = [POSITION_EDGES[int(b)] for b in frame["bin"]]
+    return frame
+
+
+def e2e_distribution(cur: duckdb.DuckDBPyConnection, flt: Filter) -> pd.DataFrame:
+    """Requests per time-to-completion bin (E2E, ms; half-open bins, the last open-ended)."""
+    where, params = flt.where()
+    e2e_case, edge_params = case_sql("e2e_ms", E2E_EDGES_MS)
+    rows = cur.execute(
+        f"SELECT {e2e_case} AS bin, count(*) AS n FROM requests "
+        f"WHERE {where} AND e2e_ms IS NOT NULL GROUP BY 1",
+        edge_params + params,
+    ).fetchnumpy()
+    counts = np.zeros(len(E2E_EDGES_MS), dtype=np.int64)
+    counts[rows["bin"].astype(int)] = rows["n"]
+    return pd.DataFrame({"e2e_from_ms": E2E_EDGES_MS, "requests": counts})

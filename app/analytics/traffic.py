@@ -1,0 +1,39 @@
+"""Traffic views: requests and tokens per second over time, the hour-of-day x weekday matrix."""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from app.analytics.filters import Filter
+from app.analytics.windows import BUCKETS
+
+
+def rates(cur: duckdb.DuckDBPyConnection, flt: Filter, bucket: str, tz: str) -> pd.DataFrame:
+    """Requests/s, input tokens/s and output tokens/s per time bucket."""
+    where, params = flt.where()
+    seconds = BUCKETS[bucket]
+    frame = cur.execute(
+        f"SELECT time_bucket(to_seconds(?), started_at, ?) AS bucket, count(*) AS requests, "
+        f"sum(isl) AS input_tokens, sum(osl) AS output_tokens FROM requests WHERE {where} "
+        "GROUP BY 1 ORDER BY 1",
+        [seconds, tz, *params],
+    ).df()
+    frame["requests_per_s"] = frame["requests"] / seconds
+    frame["input_tokens_per_s"] = frame["input_tokens"] / seconds
+    frame["output_tokens_per_s"] = frame["output_tokens"] / seconds
+    return frame
+
+
+def hour_weekday(cur: duckdb.DuckDBPyConnection, flt: Filter, tz: str) -> np.ndarray:
+    """7 x 24 request counts: row 0 is Monday, column h is hour h of the day, both in tz."""
+    where, params = flt.where()
+    rows = cur.execute(
+        "SELECT isodow(started_at AT TIME ZONE ?) - 1 AS d, hour(started_at AT TIME ZONE ?) AS h, "
+        f"count(*) AS n FROM requests WHERE {where} GROUP BY ALL",
+        [tz, tz, *params],
+    ).fetchnumpy()
+    matrix = np.zeros((7, 24), dtype=np.int64)
+    matrix[rows["d"].astype(int), rows["h"].astype(int)] = rows["n"]
+    return matrix

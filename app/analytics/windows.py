@@ -1,0 +1,36 @@
+"""Choosing the time bucket of a trend from its window (5 min, 1 h or 1 d)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import duckdb
+
+from app.analytics.filters import Filter
+from app.storage.rows import first_row
+
+BUCKETS = {"5m": 300, "1h": 3600, "1d": 86400}
+
+
+def span(cur: duckdb.DuckDBPyConnection, flt: Filter) -> tuple[datetime | None, datetime | None]:
+    """The window's bounds, falling back to the first and last request it holds."""
+    if flt.start is not None and flt.end is not None:
+        return flt.start, flt.end
+    where, params = flt.where()
+    row = first_row(
+        cur, f"SELECT min(started_at), max(started_at) FROM requests WHERE {where}", params
+    )
+    first, last = row or (None, None)
+    return flt.start or first, flt.end or last
+
+
+def bucket_for(start: datetime | None, end: datetime | None) -> str:
+    """5 min up to 6 hours, 1 h up to 8 days, 1 d beyond: a few hundred points at most."""
+    if start is None or end is None:
+        return "1h"
+    length = end - start
+    if length <= timedelta(hours=6):
+        return "5m"
+    if length <= timedelta(days=8):
+        return "1h"
+    return "1d"
