@@ -38,6 +38,7 @@ class RequestStore:
         self._pending: list[pa.Table] = []  # journaled, not yet in DuckDB
         self._moving: list[pa.Table] = []  # being inserted into DuckDB now
         self._segments: list = []  # closed journal segments whose rows are not in DuckDB yet
+        self.moved_rows = 0  # rows moved from the journal into DuckDB since start
         if journal is not None:
             self.recovered = self._recover(journal)
         hashes = con.execute(f"SELECT {_HASH} AS h FROM requests").fetchnumpy()["h"]
@@ -160,12 +161,14 @@ class RequestStore:
                 self._pending = tables + self._pending
                 self._moving = []
             raise
-        with self._lock:
+        moved = sum(t.num_rows for t in tables)
+        with self._lock:  # counted in the same step that makes them no longer "unmoved"
             self._moving = []
+            self.moved_rows += moved
             self._segments = [s for s in self._segments if s not in segments]
         for path in segments:
             path.unlink(missing_ok=True)
-        return sum(t.num_rows for t in tables)
+        return moved
 
     def _hashes(self, tables: list[pa.Table]) -> np.ndarray:
         """DuckDB's 64-bit hash of (gateway, request_id) for every row, in order."""
@@ -224,7 +227,10 @@ class RequestStore:
         if maybe.any():
             idx = np.flatnonzero(maybe)
             cand = rows.take(pa.array(idx)).select(["gateway", "request_id"])
-            stored = self._stored(cand) | self._journaled(cand)
+            # The journal first: a row the mover commits between the two looks is then still
+            # in this snapshot, or already visible to the table query that follows.
+            journaled = self._journaled(cand)
+            stored = journaled | self._stored(cand)
             keep[idx[stored]] = False
         return keep
 

@@ -72,7 +72,6 @@ class Writer:
         self._mover: threading.Thread | None = None
         self._move_wanted = threading.Event()
         self._stopping = False
-        self.moved_rows = 0
         self.last_move_error: str | None = None
 
     @property
@@ -119,7 +118,7 @@ class Writer:
                 self._move_wanted.clear()
                 try:
                     while store.unmoved_rows:
-                        self.moved_rows += store.move(con)
+                        store.move(con)
                     self.last_move_error = None
                 except Exception as exc:  # rows stay journaled; try again on the next wake-up
                     self.last_move_error = f"{type(exc).__name__}: {exc}"
@@ -245,6 +244,6 @@ class Writer:
             "last_flush_ms": round(s.last_flush_ms, 2),
             "last_error": s.last_error,
             "journal_rows": self.unmoved_rows,
-            "moved_rows": self.moved_rows,
+            "moved_rows": self._store.moved_rows if self._store is not None else 0,
             "last_move_error": self.last_move_error,
         }
