@@ -108,5 +108,5 @@ def create_app(
     app.include_router(health.router)
     app.include_router(shapes.router)
     app.include_router(latency.router)
-    mount(app, database, clock)  # last: Dash adds a catch-all GET route for its pages
+    mount(app, database, clock, settings.tz)  # last: Dash adds a catch-all GET route for its pages
     return app

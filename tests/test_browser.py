@@ -141,3 +141,29 @@ def test_empty_database_says_how_to_start(settings, browser):
         assert "tokenshape demo" in empty.inner_text()
     finally:
         gen.close()
+
+
+def test_latency_and_traffic_pages_render_without_errors(demo_live, browser, tmp_path):
+    live = demo_live
+    page = browser.new_page(viewport={"width": 1366, "height": 768})
+    errors = _errors(page)
+    page.goto(live.url + "/latency?window=all&engine=chat-8b")
+    for graph in ("latency-ttft-trend", "latency-itl-trend", "latency-e2e-trend",
+                  "latency-ttft-isl", "latency-itl-position"):
+        page.locator(f"#{graph} .scatterlayer").first.wait_for(timeout=30_000)
+    page.locator("#latency-e2e-dist .barlayer").first.wait_for(timeout=30_000)
+    assert "ms more time to first token per 1,000 input tokens" in page.inner_text("body")
+    page.screenshot(path=str(tmp_path / "latency.png"), full_page=True)
+    page.goto(live.url + "/traffic?window=all")
+    page.locator("#traffic-matrix .heatmaplayer").wait_for(timeout=30_000)
+    page.locator("#traffic-rates .scatterlayer").first.wait_for(timeout=30_000)
+    total = live.scalar("SELECT count(*) FROM requests")
+    assert page.locator("#traffic-total").inner_text() == f"{total:,}"
+    page.screenshot(path=str(tmp_path / "traffic.png"), full_page=True)
+    if os.environ.get("TOKENSHAPE_SCREENSHOTS"):
+        for name in ("latency", "traffic"):
+            (tmp_path / f"{name}.png").replace(
+                os.path.join(os.environ["TOKENSHAPE_SCREENSHOTS"], f"{name}.png"))
+    page.goto(live.url + "/traffic?window=1h")
+    page.locator("#traffic-empty").wait_for(timeout=30_000)
+    assert errors == []

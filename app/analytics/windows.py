@@ -12,16 +12,18 @@ from app.storage.rows import first_row
 BUCKETS = {"5m": 300, "1h": 3600, "1d": 86400}
 
 
-def span(cur: duckdb.DuckDBPyConnection, flt: Filter) -> tuple[datetime | None, datetime | None]:
-    """The window's bounds, falling back to the first and last request it holds."""
-    if flt.start is not None and flt.end is not None:
-        return flt.start, flt.end
+def span(
+    cur: duckdb.DuckDBPyConnection, flt: Filter
+) -> tuple[datetime | None, datetime | None, int]:
+    """The window's bounds (falling back to its first and last request) and its request count."""
     where, params = flt.where()
     row = first_row(
-        cur, f"SELECT min(started_at), max(started_at) FROM requests WHERE {where}", params
+        cur,
+        f"SELECT min(started_at), max(started_at), count(*) FROM requests WHERE {where}",
+        params,
     )
-    first, last = row or (None, None)
-    return flt.start or first, flt.end or last
+    first, last, count = row or (None, None, 0)
+    return flt.start or first, flt.end or last, int(count)
 
 
 def bucket_for(start: datetime | None, end: datetime | None) -> str:

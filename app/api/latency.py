@@ -33,7 +33,8 @@ def _clean(record: dict) -> dict:
 def latency_trend(db: DbDep, flt: FilterDep, settings: SettingsDep) -> TrendOut:
     """p50/p90/p99 of TTFT, ITL and E2E per time bucket (5 min, 1 h or 1 d from the window)."""
     cur = db.cursor()
-    bucket = windows.bucket_for(*windows.span(cur, flt))
+    start, end, _ = windows.span(cur, flt)
+    bucket = windows.bucket_for(start, end)
     frame = latency.trend(cur, flt, bucket, settings.tz)
     points = [TrendPoint(**_clean(r)) for r in frame.to_dict("records")]
     return TrendOut(bucket=bucket, points=points)
@@ -84,7 +85,8 @@ def e2e(db: DbDep, flt: FilterDep) -> E2eOut:
 def traffic_view(db: DbDep, flt: FilterDep, settings: SettingsDep) -> TrafficOut:
     """Requests/s and tokens/s over time, and the weekday x hour-of-day matrix."""
     cur = db.cursor()
-    bucket = windows.bucket_for(*windows.span(cur, flt))
+    start, end, _ = windows.span(cur, flt)
+    bucket = windows.bucket_for(start, end)
     frame = traffic.rates(cur, flt, bucket, settings.tz)
     points = [
         TrafficPoint(

@@ -63,3 +63,168 @@ def heatmap_figure(hm: HeatMap) -> go.Figure:
         paper_bgcolor="#ffffff",
     )
     return fig
+
+
+def _layout(fig: go.Figure, x_title: str, y_title: str, height: int = 300) -> go.Figure:
+    fig.update_layout(
+        margin={"l": 70, "r": 20, "t": 30, "b": 50},
+        height=height,
+        xaxis={"title": {"text": x_title}},
+        yaxis={"title": {"text": y_title}},
+        plot_bgcolor="#ffffff",
+        paper_bgcolor="#ffffff",
+        legend={"orientation": "h", "y": 1.12},
+    )
+    return fig
+
+
+PERCENTILE_COLOURS = {"p50": "#1f77b4", "p90": "#ff7f0e", "p99": "#7f3c8d"}
+
+
+def trend_figure(frame, measure: str, label: str) -> go.Figure:
+    """p50/p90/p99 of one latency measure over time."""
+    fig = go.Figure(
+        [
+            go.Scatter(
+                x=frame["bucket"],
+                y=frame[f"{measure}_{p}"],
+                name=p,
+                mode="lines+markers",
+                line={"color": colour},
+                marker={"size": 4},
+                hovertemplate=f"%{{x}}<br>{p} %{{y:,.1f}} ms<extra></extra>",
+            )
+            for p, colour in PERCENTILE_COLOURS.items()
+        ]
+    )
+    return _layout(fig, "time", f"{label} (ms)")
+
+
+def ttft_isl_figure(frame) -> go.Figure:
+    """Median and p90 TTFT per ISL bin."""
+    labels = [f"{tokens_label(int(v))}+" for v in frame["isl_from"]]
+    fig = go.Figure(
+        [
+            go.Scatter(
+                x=labels,
+                y=frame["ttft_p50"],
+                name="median",
+                mode="lines+markers",
+                customdata=frame["requests"],
+                hovertemplate="ISL %{x}<br>median %{y:,.0f} ms<br>%{customdata:,} requests"
+                "<extra></extra>",
+            ),
+            go.Scatter(
+                x=labels,
+                y=frame["ttft_p90"],
+                name="p90",
+                mode="lines+markers",
+                hovertemplate="ISL %{x}<br>p90 %{y:,.0f} ms<extra></extra>",
+            ),
+        ]
+    )
+    fig.update_xaxes(type="category")
+    return _layout(fig, "input tokens (ISL bin, from)", "time to first token (ms)")
+
+
+def itl_position_figure(frame) -> go.Figure:
+    """Median and p90 inter-token latency by output-token position."""
+    labels = [f"{tokens_label(int(v))}+" for v in frame["position_from"]]
+    fig = go.Figure(
+        [
+            go.Scatter(
+                x=labels,
+                y=frame["itl_p50"],
+                name="median",
+                mode="lines+markers",
+                customdata=frame["gaps"],
+                hovertemplate="token %{x}<br>median %{y:,.1f} ms<br>%{customdata:,} gaps"
+                "<extra></extra>",
+            ),
+            go.Scatter(
+                x=labels,
+                y=frame["itl_p90"],
+                name="p90",
+                mode="lines+markers",
+                hovertemplate="token %{x}<br>p90 %{y:,.1f} ms<extra></extra>",
+            ),
+        ]
+    )
+    fig.update_xaxes(type="category")
+    return _layout(fig, "output token position (bucket, from)", "inter-token latency (ms)")
+
+
+def _ms_label(ms: int) -> str:
+    return f"{ms / 1000:g} s" if ms >= 1000 else f"{ms} ms"
+
+
+def e2e_figure(frame) -> go.Figure:
+    """Requests per time-to-completion bin."""
+    edges = [int(e) for e in frame["e2e_from_ms"]]
+    labels = [f"{_ms_label(a)}–{_ms_label(b)}" for a, b in itertools.pairwise(edges)]
+    labels.append(f"≥{_ms_label(edges[-1])}")
+    fig = go.Figure(
+        go.Bar(
+            x=labels,
+            y=frame["requests"],
+            marker={"color": "#3b5b92"},
+            hovertemplate="%{x}<br>%{y:,} requests<extra></extra>",
+        )
+    )
+    fig.update_xaxes(type="category")
+    return _layout(fig, "time to completion (E2E)", "requests")
+
+
+def rates_figure(frame) -> go.Figure:
+    """Requests/s and tokens/s over time (tokens on the right axis)."""
+    fig = go.Figure(
+        [
+            go.Scatter(
+                x=frame["bucket"],
+                y=frame["requests_per_s"],
+                name="requests/s",
+                mode="lines",
+                hovertemplate="%{x}<br>%{y:,.3f} req/s<extra></extra>",
+            ),
+            go.Scatter(
+                x=frame["bucket"],
+                y=frame["input_tokens_per_s"],
+                name="input tokens/s",
+                mode="lines",
+                yaxis="y2",
+                hovertemplate="%{x}<br>%{y:,.0f} input tokens/s<extra></extra>",
+            ),
+            go.Scatter(
+                x=frame["bucket"],
+                y=frame["output_tokens_per_s"],
+                name="output tokens/s",
+                mode="lines",
+                yaxis="y2",
+                hovertemplate="%{x}<br>%{y:,.0f} output tokens/s<extra></extra>",
+            ),
+        ]
+    )
+    fig.update_layout(yaxis2={"title": {"text": "tokens/s"}, "overlaying": "y", "side": "right"})
+    return _layout(fig, "time", "requests/s")
+
+
+WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+def weekday_hour_figure(matrix: np.ndarray, tz: str) -> go.Figure:
+    """Requests per hour of day (x) and weekday (y) in the configured time zone."""
+    fig = go.Figure(
+        go.Heatmap(
+            z=matrix,
+            x=[f"{h:02d}:00" for h in range(24)],
+            y=list(WEEKDAYS),
+            colorscale=HEAT_SCALE,
+            colorbar={"title": {"text": "requests"}},
+            xgap=1,
+            ygap=1,
+            hovertemplate="%{y} %{x}<br>%{z:,} requests<extra></extra>",
+        )
+    )
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(type="category")
+    return _layout(fig, f"hour of day ({tz})", "weekday", height=320)

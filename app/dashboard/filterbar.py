@@ -137,3 +137,27 @@ def render(view: View, values: dict[str, list[str]]) -> html.Form:
         className="filterbar",
         id=ids.FILTER_BAR,
     )
+
+
+CURL = (
+    'curl -s http://127.0.0.1:8050/v1/requests -H "Authorization: Bearer $TOKEN" '
+    '-H \'Content-Type: application/json\' -d \'{"model": "llama-3.1-8b-instruct", '
+    '"isl": 1300, "osl": 250}\''
+)
+
+
+def empty_state(view: View, component_id: str) -> html.Div:
+    """What to do when the window holds no requests."""
+    return html.Div(
+        [
+            html.H3("No requests in this window"),
+            html.P(
+                f"Nothing matches {WINDOW_LABELS[view.window]}"
+                + (" with the chosen filters" if view.choices else "")
+                + ". Widen the window (try “all time”), clear a filter, or ship a record:"
+            ),
+            html.Pre(CURL, className="code"),
+        ],
+        id=component_id,
+        className="empty",
+    )

@@ -10,13 +10,13 @@ import dash
 from dash import Dash, html
 from fastapi import FastAPI
 
-from app.dashboard.pages import overview, shapes
+from app.dashboard.pages import latency, overview, shapes, traffic
 from app.storage.database import Database
 
 STATIC = Path(__file__).resolve().parents[2] / "static"
 
 
-def mount(server: FastAPI, db: Database, clock: Callable[[], datetime]) -> Dash:
+def mount(server: FastAPI, db: Database, clock: Callable[[], datetime], tz: str = "UTC") -> Dash:
     """Create the Dash app on `server` (Dash's FastAPI backend) and register the pages."""
     app = Dash(
         __name__,
@@ -31,6 +31,8 @@ def mount(server: FastAPI, db: Database, clock: Callable[[], datetime]) -> Dash:
     )
     overview.register(db)
     shapes.register(db, clock)
+    latency.register(db, clock, tz)
+    traffic.register(db, clock, tz)
     app.layout = html.Div(
         [
             html.Header(

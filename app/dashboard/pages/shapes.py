@@ -20,32 +20,10 @@ SHAPE_LABELS = {
     "short_in_long_out": "short in / long out (chat, generation)",
     "short_in_short_out": "short in / short out (classification)",
 }
-CURL = (
-    'curl -s http://127.0.0.1:8050/v1/requests -H "Authorization: Bearer $TOKEN" '
-    '-H \'Content-Type: application/json\' -d \'{"model": "llama-3.1-8b-instruct", '
-    '"isl": 1300, "osl": 250}\''
-)
 
 
 def _num(value: float | None) -> str:
     return "–" if value is None else f"{value:,.0f}"
-
-
-def empty_state(view: filterbar.View) -> html.Div:
-    """What to do when the window holds no requests."""
-    return html.Div(
-        [
-            html.H3("No requests in this window"),
-            html.P(
-                f"Nothing matches {filterbar.WINDOW_LABELS[view.window]}"
-                + (" with the chosen filters" if view.choices else "")
-                + ". Widen the window (try “all time”), clear a filter, or ship a record:"
-            ),
-            html.Pre(CURL, className="code"),
-        ],
-        id=ids.SHAPES_EMPTY,
-        className="empty",
-    )
 
 
 def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
@@ -56,7 +34,7 @@ def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
     bar = filterbar.render(view, overview.dimension_values(cur))
     hm = shapes.heatmap(cur, flt)
     if hm.total == 0:
-        return html.Div([html.H2("Shapes"), bar, empty_state(view)])
+        return html.Div([html.H2("Shapes"), bar, filterbar.empty_state(view, ids.SHAPES_EMPTY)])
     q = shapes.quantiles(cur, flt)
     four = shapes.four_shapes(cur, flt)
     quantile_rows = [

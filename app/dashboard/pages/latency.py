@@ -1,0 +1,98 @@
+"""Latency page: percentile trends, TTFT vs ISL, ITL by token position, time to completion."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+import dash
+from dash import dcc, html
+
+from app.analytics import latency, overview, windows
+from app.dashboard import figures, filterbar, ids
+from app.dashboard.pages import safe
+from app.storage.database import Database
+
+GRAPH_CONFIG = {"displaylogo": False}
+
+
+def _card(title: str, graph_id: str, figure, note: str = "") -> html.Div:
+    parts = [html.H3(title), dcc.Graph(id=graph_id, figure=figure, config=GRAPH_CONFIG)]
+    if note:
+        parts.append(html.P(note, className="muted"))
+    return html.Div(parts, className="card")
+
+
+def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
+    """The page for a URL query."""
+    cur = db.cursor()
+    view = filterbar.parse_query(query, now)
+    flt = view.filter()
+    bar = filterbar.render(view, overview.dimension_values(cur))
+    start, end, count = windows.span(cur, flt)
+    if count == 0:
+        return html.Div([html.H2("Latency"), bar, filterbar.empty_state(view, ids.LATENCY_EMPTY)])
+    bucket = windows.bucket_for(start, end)
+    trend = latency.trend(cur, flt, bucket, tz)
+    ttft, slope = latency.ttft_vs_isl(cur, flt)
+    positions = latency.itl_by_position(cur, flt)
+    e2e = latency.e2e_distribution(cur, flt)
+    slope_note = (
+        f"Fitted: {slope:,.0f} ms more time to first token per 1,000 input tokens."
+        if slope is not None
+        else "No TTFT values in this window."
+    )
+    return html.Div(
+        [
+            html.H2("Latency"),
+            bar,
+            html.P(f"Percentiles per {bucket} bucket ({tz}).", className="muted"),
+            html.Div(
+                [
+                    _card(
+                        "Time to first token",
+                        ids.LATENCY_TTFT_TREND,
+                        figures.trend_figure(trend, "ttft_ms", "TTFT"),
+                    ),
+                    _card(
+                        "Inter-token latency",
+                        ids.LATENCY_ITL_TREND,
+                        figures.trend_figure(trend, "itl_ms", "ITL"),
+                    ),
+                    _card(
+                        "End to end",
+                        ids.LATENCY_E2E_TREND,
+                        figures.trend_figure(trend, "e2e_ms", "E2E"),
+                    ),
+                    _card(
+                        "TTFT vs input length",
+                        ids.LATENCY_TTFT_ISL,
+                        figures.ttft_isl_figure(ttft),
+                        slope_note,
+                    ),
+                    _card(
+                        "ITL vs output token position",
+                        ids.LATENCY_ITL_POSITION,
+                        figures.itl_position_figure(positions),
+                        "From requests that report per-token times (token_gaps_ms)."
+                        if len(positions)
+                        else "No request in this window reports per-token times (token_gaps_ms).",
+                    ),
+                    _card("Time to completion", ids.LATENCY_E2E_DIST, figures.e2e_figure(e2e)),
+                ],
+                className="two-col",
+            ),
+        ]
+    )
+
+
+def register(db: Database, clock: Callable[[], datetime], tz: str) -> None:
+    """Register the page at /latency."""
+    dash.register_page(
+        __name__,
+        path="/latency",
+        name="Latency",
+        title="tokenshape · Latency",
+        order=2,
+        layout=safe("Latency", lambda **query: layout_for(db, query, clock(), tz)),
+    )

@@ -1,0 +1,79 @@
+"""Traffic page: requests/s and tokens/s over time, and the weekday x hour-of-day matrix."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+import dash
+from dash import dcc, html
+
+from app.analytics import overview, traffic, windows
+from app.dashboard import figures, filterbar, ids
+from app.dashboard.pages import safe
+from app.storage.database import Database
+
+
+def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
+    """The page for a URL query."""
+    cur = db.cursor()
+    view = filterbar.parse_query(query, now)
+    flt = view.filter()
+    bar = filterbar.render(view, overview.dimension_values(cur))
+    start, end, count = windows.span(cur, flt)
+    if count == 0:
+        return html.Div([html.H2("Traffic"), bar, filterbar.empty_state(view, ids.TRAFFIC_EMPTY)])
+    bucket = windows.bucket_for(start, end)
+    rates = traffic.rates(cur, flt, bucket, tz)
+    matrix = traffic.hour_weekday(cur, flt, tz)
+    return html.Div(
+        [
+            html.H2("Traffic"),
+            bar,
+            html.P(
+                [
+                    html.Span(f"{int(rates['requests'].sum()):,}", id=ids.TRAFFIC_TOTAL),
+                    f" requests; rates averaged over {bucket} buckets ({tz}).",
+                ],
+                className="muted",
+            ),
+            html.Div(
+                [
+                    html.H3("Requests and tokens per second"),
+                    dcc.Graph(
+                        id=ids.TRAFFIC_RATES,
+                        figure=figures.rates_figure(rates),
+                        config={"displaylogo": False},
+                    ),
+                ],
+                className="card",
+            ),
+            html.Div(
+                [
+                    html.H3("When requests arrive"),
+                    dcc.Graph(
+                        id=ids.TRAFFIC_MATRIX,
+                        figure=figures.weekday_hour_figure(matrix, tz),
+                        config={"displaylogo": False},
+                    ),
+                    html.P(
+                        "Request counts per weekday and hour of day over the window.",
+                        className="muted",
+                    ),
+                ],
+                className="card",
+            ),
+        ]
+    )
+
+
+def register(db: Database, clock: Callable[[], datetime], tz: str) -> None:
+    """Register the page at /traffic."""
+    dash.register_page(
+        __name__,
+        path="/traffic",
+        name="Traffic",
+        title="tokenshape · Traffic",
+        order=3,
+        layout=safe("Traffic", lambda **query: layout_for(db, query, clock(), tz)),
+    )
