@@ -95,3 +95,16 @@ def test_four_shapes_with_thresholds(db):
     }
     other = shapes.four_shapes(db.cursor(), Filter(), long_isl=32, long_osl=1)
     assert other["short_in_short_out"] == int(((isl < 32) & (osl < 1)).sum())
+
+
+def test_overview_kpis_and_per_model_follow_the_filter(db):
+    from app.analytics import overview
+
+    k = overview.kpis(db.cursor(), Filter())
+    assert k["requests"] == len(ISL) and k["input_tokens"] == sum(ISL)
+    assert k["error_rate"] == pytest.approx(1 / len(ISL))  # one record has status error
+    assert k["ttft_ms_p95"] == 80.0 and k["e2e_ms_p99"] == 900.0
+    frame = overview.per_model(db.cursor(), Filter(models=("other-model",)))
+    assert frame["model"].tolist() == ["other-model"] and frame["requests"].tolist() == [1]
+    empty = overview.kpis(db.cursor(), Filter(models=("nobody",)))
+    assert empty["requests"] == 0 and empty["ttft_ms_p50"] is None and empty["error_rate"] is None

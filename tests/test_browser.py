@@ -51,7 +51,7 @@ def test_overview_shows_the_stored_traffic(settings, browser, tmp_path):
     live = next(gen)
     try:
         page = browser.new_page(viewport={"width": 1280, "height": 800})
-        page.goto(live.url + "/")
+        page.goto(live.url + "/?window=all")
         kpis = page.locator("#overview-kpis")
         kpis.wait_for(timeout=30_000)  # Dash keeps connections open: wait for the element
         assert "5,000" in kpis.inner_text()
@@ -148,8 +148,13 @@ def test_latency_and_traffic_pages_render_without_errors(demo_live, browser, tmp
     page = browser.new_page(viewport={"width": 1366, "height": 768})
     errors = _errors(page)
     page.goto(live.url + "/latency?window=all&engine=chat-8b")
-    for graph in ("latency-ttft-trend", "latency-itl-trend", "latency-e2e-trend",
-                  "latency-ttft-isl", "latency-itl-position"):
+    for graph in (
+        "latency-ttft-trend",
+        "latency-itl-trend",
+        "latency-e2e-trend",
+        "latency-ttft-isl",
+        "latency-itl-position",
+    ):
         page.locator(f"#{graph} .scatterlayer").first.wait_for(timeout=30_000)
     page.locator("#latency-e2e-dist .barlayer").first.wait_for(timeout=30_000)
     assert "ms more time to first token per 1,000 input tokens" in page.inner_text("body")
@@ -163,7 +168,8 @@ def test_latency_and_traffic_pages_render_without_errors(demo_live, browser, tmp
     if os.environ.get("TOKENSHAPE_SCREENSHOTS"):
         for name in ("latency", "traffic"):
             (tmp_path / f"{name}.png").replace(
-                os.path.join(os.environ["TOKENSHAPE_SCREENSHOTS"], f"{name}.png"))
+                os.path.join(os.environ["TOKENSHAPE_SCREENSHOTS"], f"{name}.png")
+            )
     page.goto(live.url + "/traffic?window=1h")
     page.locator("#traffic-empty").wait_for(timeout=30_000)
     assert errors == []

@@ -29,7 +29,7 @@ def mount(server: FastAPI, db: Database, clock: Callable[[], datetime], tz: str 
         suppress_callback_exceptions=True,
         eager_loading=True,  # async chunks of dcc.Graph fail to resolve on the FastAPI backend
     )
-    overview.register(db)
+    overview.register(db, clock)
     shapes.register(db, clock)
     latency.register(db, clock, tz)
     traffic.register(db, clock, tz)

@@ -1,12 +1,17 @@
-"""Overview page: what is stored, per model, at a glance."""
+"""Overview page: the window's KPIs against the window before, and the traffic per model."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
 
 import dash
 from dash import html
 
 from app.analytics import overview
-from app.dashboard import ids
+from app.analytics.filters import Filter
+from app.dashboard import filterbar, ids
 from app.dashboard.pages import safe
 from app.storage.database import Database
 
@@ -17,41 +22,71 @@ def _fmt(value: float | int | None, digits: int = 0) -> str:
     return f"{value:,.{digits}f}"
 
 
-def _kpi(label: str, value: str) -> html.Div:
-    return html.Div(
-        [html.Div(value, className="kpi-value"), html.Div(label, className="kpi-label")],
-        className="kpi",
-    )
+def _delta(now: float | None, before: float | None, lower_is_better: bool | None) -> html.Div:
+    """'▲ 12% vs previous', coloured by whether the change is good (volumes stay neutral)."""
+    if now is None or not before:
+        return html.Div("no previous window" if before is None else "", className="kpi-delta")
+    change = (now - before) / before
+    good = None
+    if lower_is_better is not None and abs(change) >= 0.005:
+        good = (change < 0) == lower_is_better
+    arrow = "▲" if change > 0 else "▼" if change < 0 else "="
+    tone = "" if good is None else (" good" if good else " bad")
+    return html.Div(f"{arrow} {abs(change):.0%} vs previous", className="kpi-delta" + tone)
 
 
-def layout_for(db: Database) -> html.Div:
-    """The page for the database's current contents."""
-    cur = db.cursor()
-    info = overview.span(cur)
-    if info["requests"] == 0:
-        return html.Div(
-            [
-                html.H2("No traffic yet"),
-                html.P(
-                    "Ship a first record: see the README's “Ship a first log line”, or run "
-                    "`tokenshape demo` for synthetic traffic."
-                ),
-            ],
-            id=ids.OVERVIEW_EMPTY,
-            className="empty",
-        )
-    frame = overview.per_model(cur)
-    kpis = html.Div(
-        [
-            _kpi("requests", _fmt(info["requests"])),
-            _kpi("input tokens", _fmt(info["input_tokens"])),
-            _kpi("output tokens", _fmt(info["output_tokens"])),
-            _kpi("models", _fmt(len(frame))),
-            _kpi("gateways", _fmt(info["gateways"])),
-        ],
-        id=ids.OVERVIEW_KPIS,
-        className="kpis",
-    )
+def _kpi(label: str, value: str, delta: html.Div | None = None) -> html.Div:
+    parts = [html.Div(value, className="kpi-value"), html.Div(label, className="kpi-label")]
+    if delta is not None:
+        parts.append(delta)
+    return html.Div(parts, className="kpi")
+
+
+def _previous(view: filterbar.View, now: datetime) -> Filter | None:
+    """The window of the same length just before this one (none for 'all time')."""
+    if view.start is None:
+        return None
+    end = view.end or now
+    return replace(view.filter(), start=view.start - (end - view.start), end=view.start)
+
+
+def _kpi_cards(cur, view: filterbar.View, now: datetime) -> html.Div:
+    k = overview.kpis(cur, view.filter())
+    prev_filter = _previous(view, now)
+    p = overview.kpis(cur, prev_filter) if prev_filter else {}
+    seconds = ((view.end or now) - view.start).total_seconds() if view.start else None
+    rate = k["requests"] / seconds if seconds else None
+    prev_rate = (p.get("requests") or 0) / seconds if seconds and p else None
+
+    def card(
+        label: str, key: str, unit: str = "", lower_is_better: bool = False, digits: int = 0
+    ) -> html.Div:
+        value = k[key]
+        text = "–" if value is None else f"{value:,.{digits}f}{unit}"
+        return _kpi(label, text, _delta(value, p.get(key), lower_is_better) if p else None)
+
+    cards = [
+        card("requests", "requests"),
+        _kpi(
+            "requests/s",
+            _fmt(rate, 3) if rate is not None else "–",
+            _delta(rate, prev_rate, False) if p else None,
+        ),
+        card("input tokens", "input_tokens"),
+        card("output tokens", "output_tokens"),
+        _kpi(
+            "error rate",
+            "–" if k["error_rate"] is None else f"{k['error_rate']:.2%}",
+            _delta(k["error_rate"], p.get("error_rate"), True) if p else None,
+        ),
+    ]
+    for m, label in (("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("e2e_ms", "E2E")):
+        for q in ("p50", "p95", "p99"):
+            cards.append(card(f"{label} {q} (ms)", f"{m}_{q}", lower_is_better=True))
+    return html.Div(cards, id=ids.OVERVIEW_KPIS, className="kpis")
+
+
+def _model_table(frame) -> html.Table:
     header = [
         "model",
         "requests",
@@ -79,22 +114,50 @@ def layout_for(db: Database) -> html.Div:
         )
         for r in frame.itertuples()
     ]
-    table = html.Table(
+    return html.Table(
         [html.Thead(html.Tr([html.Th(h) for h in header])), html.Tbody(rows)],
         id=ids.OVERVIEW_TABLE,
         className="grid",
     )
-    span = html.P(
-        f"Traffic from {info['first']:%Y-%m-%d %H:%M} to {info['last']:%Y-%m-%d %H:%M} UTC.",
-        className="muted",
+
+
+def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
+    """The page for a URL query."""
+    cur = db.cursor()
+    info = overview.span(cur)
+    if info["requests"] == 0:
+        return html.Div(
+            [
+                html.H2("No traffic yet"),
+                html.P(
+                    "Ship a first record: see the README's “Ship a first log line”, or run "
+                    "`tokenshape demo` for synthetic traffic."
+                ),
+                html.Pre(filterbar.CURL, className="code"),
+            ],
+            id=ids.OVERVIEW_EMPTY,
+            className="empty",
+        )
+    view = filterbar.parse_query(query, now)
+    bar = filterbar.render(view, overview.dimension_values(cur))
+    frame = overview.per_model(cur, view.filter())
+    parts = [html.H2("Overview"), bar]
+    if frame.empty:
+        parts.append(filterbar.empty_state(view, ids.OVERVIEW_WINDOW_EMPTY))
+    else:
+        parts += [_kpi_cards(cur, view, now), html.H3("Per model"), _model_table(frame)]
+    parts.append(
+        html.P(
+            f"Stored: {info['requests']:,} requests from {info['first']:%Y-%m-%d %H:%M} to "
+            f"{info['last']:%Y-%m-%d %H:%M} UTC, from {info['gateways']} gateways.",
+            className="muted",
+        )
     )
-    parts = [html.H2("Overview"), span, kpis, html.H3("Per model"), table]
     if info["azure_rows"]:
         parts.append(
             html.P(
                 "Includes the Azure LLM inference trace 2023 (CC-BY 4.0): Patel et al., "
-                "“Splitwise: Efficient generative LLM inference using phase splitting”, "
-                "ISCA 2024.",
+                "“Splitwise: Efficient generative LLM inference using phase splitting”, ISCA 2024.",
                 id=ids.ATTRIBUTION,
                 className="muted",
             )
@@ -102,13 +165,13 @@ def layout_for(db: Database) -> html.Div:
     return html.Div(parts)
 
 
-def register(db: Database) -> None:
-    """Register the page at / with a layout read fresh on every visit."""
+def register(db: Database, clock: Callable[[], datetime]) -> None:
+    """Register the page at /; its layout follows the URL's query."""
     dash.register_page(
         __name__,
         path="/",
         order=0,
         name="Overview",
         title="tokenshape · Overview",
-        layout=safe("Overview", lambda **_query: layout_for(db)),
+        layout=safe("Overview", lambda **query: layout_for(db, query, clock())),
     )
