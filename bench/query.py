@@ -1,0 +1,132 @@
+"""Query benchmark: the API's heat map and quantiles against DuckDB directly and against pandas.
+
+Seeds N demo rows (default 10,000,000), then measures median latencies of
+(a) the analytics functions run directly on a DuckDB connection in this process (reference),
+(b) the same views through the running server's JSON API (`/api/heatmap`, `/api/quantiles`),
+(c) what a user would do without tokenshape: load the window's rows into pandas and compute
+    the same heat map (numpy histogram2d) and quantiles.
+Last line: `query_ratio=<api/duckdb>` (bar <= 1.5, goal <= 1.1); pandas must be >= 10x slower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from app import demo  # noqa: E402
+from app.analytics import shapes  # noqa: E402
+from app.analytics.bins import LOG2_EDGES  # noqa: E402
+from app.analytics.filters import Filter  # noqa: E402
+from app.storage.database import Database  # noqa: E402
+
+END = datetime(2026, 11, 23, tzinfo=UTC)
+CASES = {
+    "all rows": ({}, Filter()),
+    "7 days, one engine": (
+        {"start": "2026-11-16T00:00:00Z", "end": "2026-11-23T00:00:00Z", "engine": "llm-70b"},
+        Filter(start=datetime(2026, 11, 16, tzinfo=UTC), end=END, engines=("llm-70b",)),
+    ),
+}
+
+
+def median_ms(fn, repeat: int) -> float:
+    fn()  # warm
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def pandas_view(con, flt: Filter) -> None:
+    """Load the rows, then compute the heat map and quantiles in pandas/numpy."""
+    where, params = flt.where()
+    frame = con.execute(
+        f"SELECT isl, osl, ttft_ms, itl_ms, e2e_ms FROM requests WHERE {where}", params
+    ).df()
+    edges = np.asarray([*LOG2_EDGES, np.inf])
+    np.histogram2d(frame["isl"], frame["osl"], bins=[edges, edges])
+    frame[["isl", "osl", "ttft_ms", "itl_ms", "e2e_ms"]].quantile([0.5, 0.9, 0.99, 0.999])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="tokenshape-qbench-") as tmp:
+        path = Path(tmp) / "q.duckdb"
+        t0 = time.perf_counter()
+        with Database(path).open() as db:
+            demo.seed(db, requests=args.rows, days=14, end=END)
+        print(f"seeded {args.rows:,} demo rows in {time.perf_counter() - t0:.0f} s")
+
+        reference: dict[str, float] = {}
+        pandas_ms: dict[str, float] = {}
+        with Database(path).open(run_migrations=False) as db:
+            cur = db.cursor()
+            for name, (_, flt) in CASES.items():
+                reference[name] = median_ms(
+                    lambda flt=flt: (shapes.heatmap(cur, flt), shapes.quantiles(cur, flt)),
+                    args.repeat,
+                )
+                pandas_ms[name] = median_ms(lambda flt=flt: pandas_view(cur, flt), 3)
+
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSHAPE_")}
+        port = 8791
+        server = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--db", str(path), "--port", str(port)],
+            cwd=ROOT,
+            env={**env, "TOKENSHAPE_LOG_LEVEL": "warning"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        url = f"http://127.0.0.1:{port}"
+        api: dict[str, float] = {}
+        try:
+            for _ in range(600):
+                try:
+                    if httpx.get(url + "/api/health", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.2)
+            with httpx.Client(base_url=url, timeout=120) as client:
+                for name, (params, _) in CASES.items():
+
+                    def call(params=params):
+                        for route in ("/api/heatmap", "/api/quantiles"):
+                            client.get(route, params=params).raise_for_status()
+
+                    api[name] = median_ms(call, args.repeat)
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+
+        worst = 0.0
+        for name in CASES:
+            ratio = api[name] / reference[name]
+            worst = max(worst, ratio)
+            print(
+                f"{name:<20} heat map + quantiles: duckdb {reference[name]:8.1f} ms  "
+                f"api {api[name]:8.1f} ms ({ratio:.2f}x)  pandas {pandas_ms[name]:9.1f} ms "
+                f"({pandas_ms[name] / api[name]:.0f}x slower than the api)"
+            )
+        print(f"query_ratio={worst:.3f}")
+
+
+if __name__ == "__main__":
+    main()
