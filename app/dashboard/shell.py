@@ -27,7 +27,6 @@ def mount(server: FastAPI, db: Database, clock: Callable[[], datetime], tz: str 
         title="tokenshape",
         update_title=None,
         suppress_callback_exceptions=True,
-        eager_loading=True,  # async chunks of dcc.Graph fail to resolve on the FastAPI backend
     )
     overview.register(db, clock)
     shapes.register(db, clock)
