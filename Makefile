@@ -36,8 +36,10 @@ lint: install
 	$(BIN)/ruff check app ingest tests bench
 	$(BIN)/ruff format --check app ingest tests bench
 
-bench: install
+bench: install chromium
 	$(BIN)/python bench/ingest.py
+	$(BIN)/python bench/query.py
+	$(BIN)/python bench/dashboard.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

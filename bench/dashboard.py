@@ -8,22 +8,19 @@ as the last line, `dashboard_ms=<median>` (bar <= 2000 on this machine, goal <= 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-import httpx
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app import demo  # noqa: E402
 from app.storage.database import Database  # noqa: E402
+from bench._server import served  # noqa: E402
 
 CHROMIUM_ARGS = [
     "--headless",
@@ -51,40 +48,20 @@ def main() -> None:
         with Database(path).open() as db:
             demo.seed(db, requests=args.rows, days=14, end=datetime(2026, 11, 23, tzinfo=UTC))
         print(f"seeded {args.rows:,} demo rows in {time.perf_counter() - t0:.0f} s")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSHAPE_")}
-        port = 8792
-        server = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--db", str(path), "--port", str(port)],
-            cwd=ROOT,
-            env={**env, "TOKENSHAPE_LOG_LEVEL": "warning"},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        url = f"http://127.0.0.1:{port}"
         times: list[float] = []
-        try:
-            for _ in range(600):
-                try:
-                    if httpx.get(url + "/api/health", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.2)
-            with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-                for run in range(args.runs + 1):
-                    page = browser.new_page(viewport={"width": 1366, "height": 768})
-                    started = time.perf_counter()
-                    page.goto(url + args.path)
-                    page.locator("#shapes-heatmap .heatmaplayer").wait_for(timeout=120_000)
-                    elapsed = (time.perf_counter() - started) * 1000
-                    page.close()
-                    if run:  # the first load warms caches, as a user's second visit would
-                        times.append(elapsed)
-                        print(f"run {run}: {elapsed:,.0f} ms")
-                browser.close()
-        finally:
-            server.terminate()
-            server.wait(timeout=60)
+        with served(path, 8792) as server, sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            for run in range(args.runs + 1):
+                page = browser.new_page(viewport={"width": 1366, "height": 768})
+                started = time.perf_counter()
+                page.goto(server.url + args.path)
+                page.locator("#shapes-heatmap .heatmaplayer").wait_for(timeout=120_000)
+                elapsed = (time.perf_counter() - started) * 1000
+                page.close()
+                if run:  # the first load warms caches, as a user's second visit would
+                    times.append(elapsed)
+                    print(f"run {run}: {elapsed:,.0f} ms")
+            browser.close()
         print(f"dashboard_ms={statistics.median(times):.0f}")
 
 

@@ -7,6 +7,7 @@ on the hot path, and as the last line `ingest_ratio=<http/read_json>` (bar 0.25,
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -24,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.demo import generate  # noqa: E402
+from bench._server import served  # noqa: E402
 
 
 def make_ndjson(path: Path, n: int) -> None:
@@ -92,22 +94,8 @@ def http_ingest(path: Path, workdir: Path, batch: int, clients: int) -> tuple[fl
         env=env,
     )
     token = tok.stdout.strip().splitlines()[-1]
-    port = 8790
-    server = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--db", str(db), "--port", str(port)],
-        cwd=ROOT,
-        env={**env, "TOKENSHAPE_LOG_LEVEL": "warning"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                if httpx.get(url + "/api/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+    with served(db, 8790) as server:
+        url = server.url
         lines = path.read_bytes().splitlines(keepends=True)
         bodies = [b"".join(lines[i : i + batch]) for i in range(0, len(lines), batch)]
         del lines
@@ -144,9 +132,6 @@ def http_ingest(path: Path, workdir: Path, batch: int, clients: int) -> tuple[fl
         peak = _rss_peak_kb(server.pid)
         stored = httpx.get(url + "/api/health").json()["database"]["requests"]
         return sum(accepted) / elapsed, peak, stored
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
 
 
 def decoders(path: Path, n: int = 100_000) -> dict[str, float]:
@@ -157,7 +142,8 @@ def decoders(path: Path, n: int = 100_000) -> dict[str, float]:
     from ingest.records import RecordIn
 
     with path.open("rb") as fh:
-        lines = [next(fh) for _ in range(n)]
+        lines = list(itertools.islice(fh, n))
+    n = len(lines)
     body = b"[" + b",".join(line.strip() for line in lines) + b"]"
     out: dict[str, float] = {}
     decoder = msgspec.json.Decoder(list[RecordIn])

@@ -11,9 +11,7 @@ Last line: `query_ratio=<api/duckdb>` (bar <= 1.5, goal <= 1.1); pandas must be 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +29,7 @@ from app.analytics import shapes  # noqa: E402
 from app.analytics.bins import LOG2_EDGES  # noqa: E402
 from app.analytics.filters import Filter  # noqa: E402
 from app.storage.database import Database  # noqa: E402
+from bench._server import served  # noqa: E402
 
 END = datetime(2026, 11, 23, tzinfo=UTC)
 CASES = {
@@ -86,35 +85,15 @@ def main() -> None:
                 )
                 pandas_ms[name] = median_ms(lambda flt=flt: pandas_view(cur, flt), 3)
 
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSHAPE_")}
-        port = 8791
-        server = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--db", str(path), "--port", str(port)],
-            cwd=ROOT,
-            env={**env, "TOKENSHAPE_LOG_LEVEL": "warning"},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        url = f"http://127.0.0.1:{port}"
         api: dict[str, float] = {}
-        try:
-            for _ in range(600):
-                try:
-                    if httpx.get(url + "/api/health", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.2)
-            with httpx.Client(base_url=url, timeout=120) as client:
-                for name, (params, _) in CASES.items():
+        with served(path, 8791) as server, httpx.Client(base_url=server.url, timeout=120) as client:
+            for name, (params, _) in CASES.items():
 
-                    def call(params=params):
-                        for route in ("/api/heatmap", "/api/quantiles"):
-                            client.get(route, params=params).raise_for_status()
+                def call(params=params):
+                    for route in ("/api/heatmap", "/api/quantiles"):
+                        client.get(route, params=params).raise_for_status()
 
-                    api[name] = median_ms(call, args.repeat)
-        finally:
-            server.terminate()
-            server.wait(timeout=60)
+                api[name] = median_ms(call, args.repeat)
 
         worst = 0.0
         for name in CASES:

@@ -100,58 +100,72 @@ def trend_figure(frame, measure: str, label: str) -> go.Figure:
     return _layout(fig, "time", f"{label} (ms)")
 
 
-def ttft_isl_figure(frame) -> go.Figure:
-    """Median and p90 TTFT per ISL bin."""
-    labels = [f"{tokens_label(int(v))}+" for v in frame["isl_from"]]
+def _median_p90_figure(
+    starts,
+    p50,
+    p90,
+    counts,
+    *,
+    prefix: str,
+    counted: str,
+    digits: int,
+    x_title: str,
+    y_title: str,
+) -> go.Figure:
+    """Median and p90 lines over log buckets labelled by their lower edge ('1k+')."""
+    labels = [f"{tokens_label(int(v))}+" for v in starts]
     fig = go.Figure(
         [
             go.Scatter(
                 x=labels,
-                y=frame["ttft_p50"],
+                y=p50,
                 name="median",
                 mode="lines+markers",
-                customdata=frame["requests"],
-                hovertemplate="ISL %{x}<br>median %{y:,.0f} ms<br>%{customdata:,} requests"
-                "<extra></extra>",
+                customdata=counts,
+                hovertemplate=f"{prefix} %{{x}}<br>median %{{y:,.{digits}f}} ms<br>"
+                f"%{{customdata:,}} {counted}<extra></extra>",
             ),
             go.Scatter(
                 x=labels,
-                y=frame["ttft_p90"],
+                y=p90,
                 name="p90",
                 mode="lines+markers",
-                hovertemplate="ISL %{x}<br>p90 %{y:,.0f} ms<extra></extra>",
+                hovertemplate=f"{prefix} %{{x}}<br>p90 %{{y:,.{digits}f}} ms<extra></extra>",
             ),
         ]
     )
     fig.update_xaxes(type="category")
-    return _layout(fig, "input tokens (ISL bin, from)", "time to first token (ms)")
+    return _layout(fig, x_title, y_title)
+
+
+def ttft_isl_figure(frame) -> go.Figure:
+    """Median and p90 TTFT per ISL bin."""
+    return _median_p90_figure(
+        frame["isl_from"],
+        frame["ttft_p50"],
+        frame["ttft_p90"],
+        frame["requests"],
+        prefix="ISL",
+        counted="requests",
+        digits=0,
+        x_title="input tokens (ISL bin, from)",
+        y_title="time to first token (ms)",
+    )
 
 
 def itl_position_figure(frame) -> go.Figure:
     """Median and p90 inter-token latency by output-token position."""
-    labels = [f"{tokens_label(int(v))}+" for v in frame["position_from"]]
-    fig = go.Figure(
-        [
-            go.Scatter(
-                x=labels,
-                y=frame["itl_p50"],
-                name="median",
-                mode="lines+markers",
-                customdata=frame["gaps"],
-                hovertemplate="token %{x}<br>median %{y:,.1f} ms<br>%{customdata:,} gaps"
-                "<extra></extra>",
-            ),
-            go.Scatter(
-                x=labels,
-                y=frame["itl_p90"],
-                name="p90",
-                mode="lines+markers",
-                hovertemplate="token %{x}<br>p90 %{y:,.1f} ms<extra></extra>",
-            ),
-        ]
+    return _median_p90_figure(
+        frame["position_from"],
+        frame["itl_p50"],
+        frame["itl_p90"],
+        frame["gaps"],
+        prefix="token",
+        counted="gaps",
+        digits=1,
+        x_title="output token position (bucket, from)",
+        y_title="inter-token latency (ms)",
     )
-    fig.update_xaxes(type="category")
-    return _layout(fig, "output token position (bucket, from)", "inter-token latency (ms)")
 
 
 def _ms_label(ms: int) -> str:

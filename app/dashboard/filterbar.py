@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import duckdb
 from dash import dcc, html
 
+from app.analytics import overview
 from app.analytics.filters import Filter
 from app.dashboard import ids
 
@@ -83,6 +85,16 @@ def _select(name: str, label: str, values: list[str], chosen: str | None, blank:
     return html.Label([html.Span(label), html.Select(options, name=name, id=f"filter-{name}")])
 
 
+def _time_input(name: str, label: str, value: datetime | None, example: str) -> html.Label:
+    text = value.strftime("%Y-%m-%dT%H:%M") if value else ""
+    return html.Label(
+        [
+            html.Span(label),
+            dcc.Input(type="text", placeholder=example, name=name, id=f"filter-{name}", value=text),
+        ]
+    )
+
+
 def render(view: View, values: dict[str, list[str]]) -> html.Form:
     """The filter bar for a view, with the choices the database offers."""
     windows = html.Label(
@@ -99,33 +111,14 @@ def render(view: View, values: dict[str, list[str]]) -> html.Form:
         ]
     )
     custom = [
-        html.Label(
-            [
-                html.Span("from (UTC, ISO 8601)"),
-                dcc.Input(
-                    type="text",
-                    placeholder="2026-11-20T08:00",
-                    name="start",
-                    id="filter-start",
-                    value=view.start.strftime("%Y-%m-%dT%H:%M")
-                    if view.window == "custom" and view.start
-                    else "",
-                ),
-            ]
+        _time_input(
+            "start",
+            "from (UTC, ISO 8601)",
+            view.start if view.window == "custom" else None,
+            "2026-11-20T08:00",
         ),
-        html.Label(
-            [
-                html.Span("to (UTC)"),
-                dcc.Input(
-                    type="text",
-                    placeholder="2026-11-21T08:00",
-                    name="end",
-                    id="filter-end",
-                    value=view.end.strftime("%Y-%m-%dT%H:%M")
-                    if view.window == "custom" and view.end
-                    else "",
-                ),
-            ]
+        _time_input(
+            "end", "to (UTC)", view.end if view.window == "custom" else None, "2026-11-21T08:00"
         ),
     ]
     selects = [
@@ -161,3 +154,11 @@ def empty_state(view: View, component_id: str) -> html.Div:
         id=component_id,
         className="empty",
     )
+
+
+def prepare(
+    cur: duckdb.DuckDBPyConnection, query: dict, now: datetime
+) -> tuple[View, Filter, html.Form]:
+    """What every filtered page starts with: the view, its filter, and the filter bar."""
+    view = parse_query(query, now)
+    return view, view.filter(), render(view, overview.dimension_values(cur))

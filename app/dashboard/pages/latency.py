@@ -8,7 +8,7 @@ from datetime import datetime
 import dash
 from dash import dcc, html
 
-from app.analytics import latency, overview, windows
+from app.analytics import latency, windows
 from app.dashboard import figures, filterbar, ids
 from app.dashboard.pages import safe
 from app.storage.database import Database
@@ -26,9 +26,7 @@ def _card(title: str, graph_id: str, figure, note: str = "") -> html.Div:
 def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
     """The page for a URL query."""
     cur = db.cursor()
-    view = filterbar.parse_query(query, now)
-    flt = view.filter()
-    bar = filterbar.render(view, overview.dimension_values(cur))
+    view, flt, bar = filterbar.prepare(cur, query, now)
     start, end, count = windows.span(cur, flt)
     if count == 0:
         return html.Div([html.H2("Latency"), bar, filterbar.empty_state(view, ids.LATENCY_EMPTY)])

@@ -138,9 +138,8 @@ def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
             id=ids.OVERVIEW_EMPTY,
             className="empty",
         )
-    view = filterbar.parse_query(query, now)
-    bar = filterbar.render(view, overview.dimension_values(cur))
-    frame = overview.per_model(cur, view.filter())
+    view, flt, bar = filterbar.prepare(cur, query, now)
+    frame = overview.per_model(cur, flt)
     parts = [html.H2("Overview"), bar]
     if frame.empty:
         parts.append(filterbar.empty_state(view, ids.OVERVIEW_WINDOW_EMPTY))

@@ -8,7 +8,7 @@ from datetime import datetime
 import dash
 from dash import dcc, html
 
-from app.analytics import overview, shapes
+from app.analytics import shapes
 from app.dashboard import filterbar, ids
 from app.dashboard.figures import heatmap_figure
 from app.dashboard.pages import safe
@@ -29,9 +29,7 @@ def _num(value: float | None) -> str:
 def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
     """The page for a URL query."""
     cur = db.cursor()
-    view = filterbar.parse_query(query, now)
-    flt = view.filter()
-    bar = filterbar.render(view, overview.dimension_values(cur))
+    view, flt, bar = filterbar.prepare(cur, query, now)
     hm = shapes.heatmap(cur, flt)
     if hm.total == 0:
         return html.Div([html.H2("Shapes"), bar, filterbar.empty_state(view, ids.SHAPES_EMPTY)])

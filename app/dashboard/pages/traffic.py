@@ -8,7 +8,7 @@ from datetime import datetime
 import dash
 from dash import dcc, html
 
-from app.analytics import overview, traffic, windows
+from app.analytics import traffic, windows
 from app.dashboard import figures, filterbar, ids
 from app.dashboard.pages import safe
 from app.storage.database import Database
@@ -17,9 +17,7 @@ from app.storage.database import Database
 def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
     """The page for a URL query."""
     cur = db.cursor()
-    view = filterbar.parse_query(query, now)
-    flt = view.filter()
-    bar = filterbar.render(view, overview.dimension_values(cur))
+    view, flt, bar = filterbar.prepare(cur, query, now)
     start, end, count = windows.span(cur, flt)
     if count == 0:
         return html.Div([html.H2("Traffic"), bar, filterbar.empty_state(view, ids.TRAFFIC_EMPTY)])
