@@ -12,7 +12,20 @@ $(BIN)/tokenshape: pyproject.toml
 	$(BIN)/pip install -q -e ".[test]"
 	touch $@
 
-install: $(BIN)/tokenshape
+# plotly.js's cartesian partial bundle, the same version as the full one in the plotly
+# package; the dashboard falls back to the full bundle when npm is not there.
+PARTIAL_PLOTLY := static/vendor/plotly-cartesian.min.js
+$(PARTIAL_PLOTLY): $(BIN)/tokenshape
+	@if command -v npm >/dev/null 2>&1; then \
+	  v=$$($(BIN)/python -c "from plotly.offline import get_plotlyjs_version as v; print(v())"); \
+	  mkdir -p static/vendor && cd static/vendor && \
+	  npm pack -q --silent plotly.js-cartesian-dist-min@$$v >/dev/null && \
+	  tar -xzf plotly.js-cartesian-dist-min-$$v.tgz --strip-components=1 \
+	    package/plotly-cartesian.min.js package/LICENSE && \
+	  mv LICENSE plotly-LICENSE && rm plotly.js-cartesian-dist-min-$$v.tgz && touch plotly-cartesian.min.js; \
+	else echo "npm not found: the dashboard uses plotly.js's full bundle (slower first load)"; fi
+
+install: $(BIN)/tokenshape $(PARTIAL_PLOTLY)
 
 # Fresh demo data each time (the demo's timestamps end at the current hour).
 demo: install

@@ -10,6 +10,7 @@ import pytest
 
 from app import demo
 from app.storage.database import Database
+from app.storage.engines import put_profile
 from tests.conftest import serve
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -98,6 +99,13 @@ def test_shapes_heatmap_total_filters_and_url(demo_live, browser, tmp_path):
     page.locator("#shapes-heatmap .heatmaplayer").wait_for(timeout=30_000)
     total = live.scalar("SELECT count(*) FROM requests")
     assert page.locator("#shapes-total").inner_text() == f"{total:,}"
+    # The quantile table follows the heat map in its own callback; same window, same data.
+    quantiles = page.locator("#shapes-quantiles")
+    quantiles.wait_for(timeout=30_000)
+    isl_max = live.scalar("SELECT max(isl) FROM requests")
+    assert f"{isl_max:,}" in quantiles.locator("tr", has_text="input tokens").inner_text()
+    four = page.locator("#shapes-four").inner_text()
+    assert sum(int(r.split("\t")[1].replace(",", "")) for r in four.splitlines()[1:]) == total
     # Filter by engine through the form: the URL carries it, and so does the count.
     page.select_option("#filter-engine", "llm-70b")
     page.click("#filter-apply")
@@ -115,6 +123,35 @@ def test_shapes_heatmap_total_filters_and_url(demo_live, browser, tmp_path):
     other.locator("#shapes-heatmap .heatmaplayer").wait_for(timeout=30_000)
     assert other.locator("#shapes-total").inner_text() == f"{engine_total:,}"
     assert other.locator("#filter-engine").input_value() == "llm-70b"
+    assert errors == []
+
+
+def test_shapes_draws_an_engines_bounds_and_shows_percentages(demo_live, browser, tmp_path):
+    put_profile(
+        demo_live.db.cursor(),
+        "llm-70b",
+        {"model": "llama-3.1-70b-instruct", "max_input_len": 8192, "max_seq_len": 16384},
+        datetime(2026, 11, 23, tzinfo=UTC),
+    )
+    page = browser.new_page(viewport={"width": 1366, "height": 768})
+    errors = _errors(page)
+    page.goto(demo_live.url + "/shapes?window=all&engine=llm-70b&scale=pct")
+    graph = page.locator("#shapes-heatmap")
+    graph.locator(".heatmaplayer").wait_for(timeout=30_000)
+    legend = graph.locator(".legend").text_content()
+    assert "max_input_len 8,192" in legend and "max_seq_len 16,384" in legend
+    assert "% of requests" in graph.locator(".colorbar").text_content()
+    assert page.locator("#filter-scale").input_value() == "pct"
+    page.screenshot(path=str(tmp_path / "shapes-bounds.png"), full_page=True)
+    if os.environ.get("TOKENSHAPE_SCREENSHOTS"):
+        page.screenshot(
+            path=os.environ["TOKENSHAPE_SCREENSHOTS"] + "/shapes-bounds.png", full_page=True
+        )
+    # An engine without a profile: no lines, and the page says how to get them.
+    page.goto(demo_live.url + "/shapes?window=all&engine=chat-8b")
+    graph.locator(".heatmaplayer").wait_for(timeout=30_000)
+    assert graph.locator(".legend").count() == 0
+    assert "Pick one engine with a profile" in page.locator("p.muted").first.inner_text()
     assert errors == []
 
 

@@ -136,3 +136,13 @@ def test_env_example_shows_the_defaults() -> None:
     for name, field in Settings.model_fields.items():
         var = f"TOKENSHAPE_{name.upper()}"
         assert shown.get(var) == str(field.default), f"{var}: .env.example shows {shown.get(var)!r}"
+
+
+def test_docker_image_fetches_the_plotly_bundle_the_app_accepts():
+    from plotly.offline import get_plotlyjs_version
+
+    args = [rest for word, rest in dockerfile_instructions() if word == "ARG"]
+    assert f"PLOTLY_JS_VERSION={get_plotlyjs_version()}" in args, (
+        "the Dockerfile's PLOTLY_JS_VERSION must equal the plotly package's plotly.js version, "
+        "or the image falls back to the full (slower) bundle"
+    )

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from app.analytics.shapes import HeatMap
 
 # Colour-blind-safe sequential scale; the lowest non-empty count is still visible.
 HEAT_SCALE = "Cividis"
+MARGIN_COLOUR = "#6c7a96"
+BOUND_COLOUR = "#d1495b"  # stands out against every Cividis colour
 
 
 def tokens_label(value: int) -> str:
@@ -27,42 +31,168 @@ def bin_labels(edges: tuple[int, ...]) -> list[str]:
     return labels + [f"≥{tokens_label(edges[-1])}"]
 
 
-def heatmap_figure(hm: HeatMap) -> go.Figure:
-    """ISL (x) by OSL (y) request counts; hover gives ranges, count and share of the window."""
+def bin_position(edges: tuple[int, ...], value: float) -> float:
+    """Where a token count falls on a bin-index axis (bin k spans k-0.5 … k+0.5).
+
+    Inside a bin the position is interpolated on a log scale for log bins (linearly in the
+    first bin, which starts at 0), so a bound of 6,000 lands between the 4k and 8k marks."""
+    k = int(np.searchsorted(edges, value, side="right")) - 1
+    k = max(k, 0)
+    if k >= len(edges) - 1:
+        return float(k)  # the open-ended last bin
+    lo, hi = edges[k], edges[k + 1]
+    linear = len(set(np.diff(edges))) == 1
+    if lo > 0 and not linear:
+        frac = (np.log2(max(value, lo)) - np.log2(lo)) / (np.log2(hi) - np.log2(lo))
+    else:
+        frac = (value - lo) / (hi - lo)
+    return k - 0.5 + float(frac)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """An engine's current bounds, drawn over the heat map."""
+
+    engine: str
+    max_input_len: int | None = None
+    max_seq_len: int | None = None
+
+
+def _span(used: np.ndarray, edges: tuple[int, ...], bound: int | None) -> int:
+    """How many bins an axis shows: those with traffic, stretched to include a bound."""
+    hi = int(used.max()) + 1 if len(used) else 1
+    if bound:
+        hi = max(hi, min(int(np.searchsorted(edges, bound, side="right")), len(edges)))
+    return hi
+
+
+def heatmap_figure(
+    hm: HeatMap, *, percent: bool = False, bounds: Bounds | None = None
+) -> go.Figure:
+    """ISL (x) by OSL (y) requests with marginal histograms; optionally an engine's bounds.
+
+    Hover gives each cell's ranges, count and share of the window. Empty outer bins are
+    trimmed, unless a bound lies beyond them: then the axes stretch to show the headroom."""
     counts = hm.counts.T  # rows are OSL bins (y), columns ISL bins (x)
-    share = counts / hm.total if hm.total else counts.astype(float)
-    # Trim empty outer bins so the map shows the traffic, keeping at least the first bins.
-    used_x = np.flatnonzero(counts.sum(axis=0))
-    used_y = np.flatnonzero(counts.sum(axis=1))
-    x_hi = int(used_x.max()) + 1 if len(used_x) else 1
-    y_hi = int(used_y.max()) + 1 if len(used_y) else 1
+    total = hm.total or 1
+    max_in = bounds.max_input_len if bounds else None
+    max_seq = bounds.max_seq_len if bounds else None
+    x_hi = _span(np.flatnonzero(counts.sum(axis=0)), hm.isl_edges, max_in or max_seq)
+    y_hi = _span(np.flatnonzero(counts.sum(axis=1)), hm.osl_edges, max_seq)
     xl, yl = bin_labels(hm.isl_edges)[:x_hi], bin_labels(hm.osl_edges)[:y_hi]
-    z = np.where(counts[:y_hi, :x_hi] > 0, counts[:y_hi, :x_hi], np.nan)
-    fig = go.Figure(
+    cells = counts[:y_hi, :x_hi]
+    values = cells / total * 100 if percent else cells
+    z = np.where(cells > 0, values, np.nan)
+    share = cells / total * 100
+    unit = "% of requests" if percent else "requests"
+    xs, ys = np.arange(x_hi), np.arange(y_hi)
+    fig = make_subplots(
+        rows=2,
+        cols=2,
+        shared_xaxes=True,
+        shared_yaxes=True,
+        column_widths=[0.85, 0.15],
+        row_heights=[0.18, 0.82],
+        horizontal_spacing=0.012,
+        vertical_spacing=0.02,
+    )
+    text = np.array([[f"ISL {x} · OSL {y}" for x in xl] for y in yl])
+    fig.add_trace(
         go.Heatmap(
-            x=xl,
-            y=yl,
+            x=xs,
+            y=ys,
             z=z,
-            customdata=share[:y_hi, :x_hi] * 100,
+            text=text,
+            customdata=np.dstack([cells, share]),
             colorscale=HEAT_SCALE,
-            colorbar={"title": {"text": "requests"}},
+            colorbar={"title": {"text": unit}, "len": 0.8, "y": 0.41, "x": 1.02},
             hovertemplate=(
-                "ISL %{x} tokens<br>OSL %{y} tokens<br>%{z:,} requests "
-                "(%{customdata:.2f}%)<extra></extra>"
+                "%{text} tokens<br>%{customdata[0]:,} requests "
+                "(%{customdata[1]:.2f}%)<extra></extra>"
             ),
             xgap=1,
             ygap=1,
-        )
+        ),
+        row=2,
+        col=1,
     )
+    scale = 100 / total if percent else 1
+    for axis, along, sums, labels, row, col in (
+        ("ISL", xs, cells.sum(axis=0), xl, 1, 1),  # above the map, along ISL
+        ("OSL", ys, cells.sum(axis=1), yl, 2, 2),  # right of the map, along OSL
+    ):
+        size = sums * scale
+        fig.add_trace(
+            go.Bar(
+                x=along if axis == "ISL" else size,
+                y=size if axis == "ISL" else along,
+                orientation="v" if axis == "ISL" else "h",
+                text=labels,
+                textposition="none",
+                customdata=sums / total * 100,
+                marker_color=MARGIN_COLOUR,
+                hovertemplate=f"{axis} %{{text}} tokens<br>%{{customdata:.2f}}% of requests"
+                "<extra></extra>",
+                showlegend=False,
+            ),
+            row=row,
+            col=col,
+        )
+    if bounds:
+        _draw_bounds(fig, hm, bounds, x_hi, y_hi)
     fig.update_layout(
         margin={"l": 70, "r": 20, "t": 10, "b": 60},
-        height=460,
-        xaxis={"title": {"text": "input tokens (ISL), log bins"}, "type": "category"},
-        yaxis={"title": {"text": "output tokens (OSL), log bins"}, "type": "category"},
+        height=520,
+        bargap=0.08,
         plot_bgcolor="#ffffff",
         paper_bgcolor="#ffffff",
+        showlegend=bool(bounds),
+        legend={"orientation": "h", "x": 0, "y": -0.16},
     )
+    tick = {"tickmode": "array", "showgrid": False, "zeroline": False}
+    fig.update_xaxes(range=[-0.5, x_hi - 0.5], **tick, row=2, col=1)
+    fig.update_xaxes(tickvals=list(xs), ticktext=xl, row=2, col=1)
+    fig.update_xaxes(title_text="input tokens (ISL), log bins", row=2, col=1)
+    fig.update_yaxes(range=[-0.5, y_hi - 0.5], **tick, tickvals=list(ys), ticktext=yl, row=2, col=1)
+    fig.update_yaxes(title_text="output tokens (OSL), log bins", row=2, col=1)
+    fig.update_yaxes(title_text=unit if percent else "requests", row=1, col=1, nticks=3)
+    fig.update_xaxes(title_text=unit if percent else "requests", row=2, col=2, nticks=3)
     return fig
+
+
+def _draw_bounds(fig: go.Figure, hm: HeatMap, bounds: Bounds, x_hi: int, y_hi: int) -> None:
+    """max_input_len as a vertical line; ISL + OSL = max_seq_len as a curve."""
+    top = y_hi - 0.5
+    if bounds.max_input_len:
+        x = bin_position(hm.isl_edges, bounds.max_input_len)
+        fig.add_trace(
+            go.Scatter(
+                x=[x, x],
+                y=[-0.5, top],
+                mode="lines",
+                line={"color": BOUND_COLOUR, "dash": "dash", "width": 2},
+                name=f"{bounds.engine}: max_input_len {bounds.max_input_len:,}",
+                hoverinfo="name",
+            ),
+            row=2,
+            col=1,
+        )
+    if bounds.max_seq_len:
+        seq = bounds.max_seq_len
+        isl = np.unique(np.round(np.geomspace(1, seq - 1, 160)).astype(int))
+        osl = seq - isl
+        fig.add_trace(
+            go.Scatter(
+                x=[bin_position(hm.isl_edges, v) for v in isl],
+                y=[bin_position(hm.osl_edges, v) for v in osl],
+                mode="lines",
+                line={"color": BOUND_COLOUR, "width": 2},
+                name=f"{bounds.engine}: ISL + OSL = max_seq_len {seq:,}",
+                hoverinfo="name",
+            ),
+            row=2,
+            col=1,
+        )
 
 
 def _layout(fig: go.Figure, x_title: str, y_title: str, height: int = 300) -> go.Figure:

@@ -95,8 +95,24 @@ def _time_input(name: str, label: str, value: datetime | None, example: str) -> 
     )
 
 
-def render(view: View, values: dict[str, list[str]]) -> html.Form:
-    """The filter bar for a view, with the choices the database offers."""
+def choice(name: str, label: str, options: dict[str, str], chosen: str) -> html.Label:
+    """A page's own select in the filter bar (e.g. counts or %), kept in the URL like the rest."""
+    return html.Label(
+        [
+            html.Span(label),
+            html.Select(
+                [html.Option(text, value=v, selected=(v == chosen)) for v, text in options.items()],
+                name=name,
+                id=f"filter-{name}",
+            ),
+        ]
+    )
+
+
+def render(
+    view: View, values: dict[str, list[str]], extra: list[html.Label] | None = None
+) -> html.Form:
+    """The filter bar for a view, with the choices the database offers and a page's own."""
     windows = html.Label(
         [
             html.Span("window"),
@@ -125,7 +141,13 @@ def render(view: View, values: dict[str, list[str]]) -> html.Form:
         _select(d, d, values.get(d, []), view.choices.get(d), f"all {d}s") for d in DIMENSIONS
     ]
     return html.Form(
-        [windows, *custom, *selects, html.Button("Apply", type="submit", id=ids.FILTER_APPLY)],
+        [
+            windows,
+            *custom,
+            *selects,
+            *(extra or []),
+            html.Button("Apply", type="submit", id=ids.FILTER_APPLY),
+        ],
         method="get",
         className="filterbar",
         id=ids.FILTER_BAR,
@@ -157,8 +179,11 @@ def empty_state(view: View, component_id: str) -> html.Div:
 
 
 def prepare(
-    cur: duckdb.DuckDBPyConnection, query: dict, now: datetime
+    cur: duckdb.DuckDBPyConnection,
+    query: dict,
+    now: datetime,
+    extra: list[html.Label] | None = None,
 ) -> tuple[View, Filter, html.Form]:
     """What every filtered page starts with: the view, its filter, and the filter bar."""
     view = parse_query(query, now)
-    return view, view.filter(), render(view, overview.dimension_values(cur))
+    return view, view.filter(), render(view, overview.dimension_values(cur), extra)

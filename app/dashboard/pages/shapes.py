@@ -1,4 +1,7 @@
-"""Shapes page: the ISL x OSL heat map, quantiles and the four shapes for the chosen window."""
+"""Shapes page: the ISL x OSL heat map, quantiles and the four shapes for the chosen window.
+
+The heat map comes with the page; the quantile and four-shape tables (exact quantiles over
+the window are the slow part) follow in a callback, so the map is drawn without waiting."""
 
 from __future__ import annotations
 
@@ -6,13 +9,14 @@ from collections.abc import Callable
 from datetime import datetime
 
 import dash
-from dash import dcc, html
+from dash import Dash, Input, Output, dcc, html
 
 from app.analytics import shapes
 from app.dashboard import filterbar, ids
-from app.dashboard.figures import heatmap_figure
+from app.dashboard.figures import Bounds, heatmap_figure
 from app.dashboard.pages import safe
 from app.storage.database import Database
+from app.storage.engines import get_profile
 
 SHAPE_LABELS = {
     "long_in_short_out": "long in / short out (RAG, extraction)",
@@ -20,100 +24,133 @@ SHAPE_LABELS = {
     "short_in_long_out": "short in / long out (chat, generation)",
     "short_in_short_out": "short in / short out (classification)",
 }
+SCALES = {"count": "requests", "pct": "% of requests"}
+BINS = {"log2": "octaves (log2)", "log2half": "half-octaves"}
+MEASURE_LABELS = (
+    ("isl", "input tokens (ISL)"),
+    ("osl", "output tokens (OSL)"),
+    ("ttft_ms", "TTFT (ms)"),
+    ("itl_ms", "ITL (ms)"),
+    ("e2e_ms", "E2E (ms)"),
+)
 
 
 def _num(value: float | None) -> str:
     return "–" if value is None else f"{value:,.0f}"
 
 
-def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
-    """The page for a URL query."""
+def _pick(query: dict, name: str, options: dict[str, str]) -> str:
+    value = query.get(name)
+    return value if value in options else next(iter(options))
+
+
+def _bounds(db: Database, engine: str | None) -> Bounds | None:
+    """The selected engine's current bounds, when exactly one engine with a profile is chosen."""
+    if not engine:
+        return None
+    profile = get_profile(db.cursor(), engine)
+    if not profile:
+        return None
+    max_in, max_seq = profile.get("max_input_len"), profile.get("max_seq_len")
+    if not (max_in or max_seq):
+        return None
+    return Bounds(engine, int(max_in) if max_in else None, int(max_seq) if max_seq else None)
+
+
+def _table(head: tuple[str, ...], rows: list[html.Tr], table_id: str) -> html.Table:
+    return html.Table(
+        [html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)],
+        className="grid",
+        id=table_id,
+    )
+
+
+def tables_for(db: Database, query: dict, now: datetime) -> list[html.Div]:
+    """The quantile table and the four-shape breakdown for the same view as the heat map."""
     cur = db.cursor()
-    view, flt, bar = filterbar.prepare(cur, query, now)
-    hm = shapes.heatmap(cur, flt)
-    if hm.total == 0:
-        return html.Div([html.H2("Shapes"), bar, filterbar.empty_state(view, ids.SHAPES_EMPTY)])
+    flt = filterbar.parse_query(query, now).filter()
     q = shapes.quantiles(cur, flt)
     four = shapes.four_shapes(cur, flt)
+    total = sum(four.values()) or 1
     quantile_rows = [
         html.Tr(
             [html.Td(label)]
             + [html.Td(_num(q[m][k])) for k in ("p50", "p90", "p99", "p99.9", "max")]
         )
-        for m, label in (
-            ("isl", "input tokens (ISL)"),
-            ("osl", "output tokens (OSL)"),
-            ("ttft_ms", "TTFT (ms)"),
-            ("itl_ms", "ITL (ms)"),
-            ("e2e_ms", "E2E (ms)"),
-        )
+        for m, label in MEASURE_LABELS
     ]
     four_rows = [
-        html.Tr([html.Td(SHAPE_LABELS[k]), html.Td(f"{v:,}"), html.Td(f"{v / hm.total:.1%}")])
+        html.Tr([html.Td(SHAPE_LABELS[k]), html.Td(f"{v:,}"), html.Td(f"{v / total:.1%}")])
         for k, v in four.items()
     ]
+    return [
+        html.Div(
+            [
+                html.H3("Quantiles"),
+                _table(
+                    ("", "p50", "p90", "p99", "p99.9", "max"), quantile_rows, ids.SHAPES_QUANTILES
+                ),
+            ]
+        ),
+        html.Div(
+            [
+                html.H3("Four shapes (ISL ≥ 1k is long, OSL ≥ 256 is long)"),
+                _table(("shape", "requests", "share"), four_rows, ids.SHAPES_FOUR),
+            ]
+        ),
+    ]
+
+
+def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
+    """The page for a URL query."""
+    cur = db.cursor()
+    scale, bins = _pick(query, "scale", SCALES), _pick(query, "bins", BINS)
+    extra = [
+        filterbar.choice("scale", "show", SCALES, scale),
+        filterbar.choice("bins", "bins", BINS, bins),
+    ]
+    view, flt, bar = filterbar.prepare(cur, query, now, extra)
+    hm = shapes.heatmap(cur, flt, bins=bins)
+    if hm.total == 0:
+        return html.Div([html.H2("Shapes"), bar, filterbar.empty_state(view, ids.SHAPES_EMPTY)])
+    bounds = _bounds(db, view.choices.get("engine"))
+    figure = heatmap_figure(hm, percent=scale == "pct", bounds=bounds)
+    note = (
+        f"Lines: engine {bounds.engine}'s current bounds; requests right of the dashed line or "
+        "above the curve do not fit it."
+        if bounds
+        else "Pick one engine with a profile to see its current bounds over the map."
+    )
     return html.Div(
         [
             html.H2("Shapes"),
             bar,
             html.P(
-                [html.Span(f"{hm.total:,}", id=ids.SHAPES_TOTAL), " requests in the window"],
+                [
+                    html.Span(f"{hm.total:,}", id=ids.SHAPES_TOTAL),
+                    " requests in the window. ",
+                    note,
+                ],
                 className="muted",
             ),
             html.Div(
-                dcc.Graph(
-                    id=ids.SHAPES_HEATMAP, figure=heatmap_figure(hm), config={"displaylogo": False}
-                ),
-                className="card",
+                dcc.Graph(id=ids.SHAPES_HEATMAP, figure=figure, config={"displaylogo": False}),
+                className="card heatmap-card",
             ),
-            html.Div(
-                [
-                    html.Div(
-                        [
-                            html.H3("Quantiles"),
-                            html.Table(
-                                [
-                                    html.Thead(
-                                        html.Tr(
-                                            [
-                                                html.Th(h)
-                                                for h in ("", "p50", "p90", "p99", "p99.9", "max")
-                                            ]
-                                        )
-                                    ),
-                                    html.Tbody(quantile_rows),
-                                ],
-                                className="grid",
-                                id=ids.SHAPES_QUANTILES,
-                            ),
-                        ]
-                    ),
-                    html.Div(
-                        [
-                            html.H3("Four shapes (ISL ≥ 1k is long, OSL ≥ 256 is long)"),
-                            html.Table(
-                                [
-                                    html.Thead(
-                                        html.Tr(
-                                            [html.Th(h) for h in ("shape", "requests", "share")]
-                                        )
-                                    ),
-                                    html.Tbody(four_rows),
-                                ],
-                                className="grid",
-                                id=ids.SHAPES_FOUR,
-                            ),
-                        ]
-                    ),
-                ],
-                className="two-col",
+            # The view travels to the tables' callback with the same `now`, so both halves of
+            # the page describe exactly the same window.
+            dcc.Store(id=ids.SHAPES_VIEW, data={"query": query, "now": now.isoformat()}),
+            dcc.Loading(
+                html.Div(id=ids.SHAPES_TABLES, className="tables"),
+                type="dot",
+                color="#6c7a96",
             ),
         ]
     )
 
 
-def register(db: Database, clock: Callable[[], datetime]) -> None:
-    """Register the page at /shapes; its layout follows the URL's query."""
+def register(app: Dash, db: Database, clock: Callable[[], datetime]) -> None:
+    """Register the page at /shapes (its layout follows the URL's query) and its callback."""
     dash.register_page(
         __name__,
         path="/shapes",
@@ -122,3 +159,17 @@ def register(db: Database, clock: Callable[[], datetime]) -> None:
         order=1,
         layout=safe("Shapes", lambda **query: layout_for(db, query, clock())),
     )
+
+    @app.callback(Output(ids.SHAPES_TABLES, "children"), Input(ids.SHAPES_VIEW, "data"))
+    def _tables(view: dict | None) -> list[html.Div] | html.Div:
+        if not view:
+            return []
+        build = safe(
+            "Shapes tables",
+            lambda: html.Div(tables_for(db, view["query"], _when(view)), className="two-col"),
+        )
+        return build()
+
+
+def _when(view: dict) -> datetime:
+    return datetime.fromisoformat(view["now"])
