@@ -91,7 +91,7 @@ def test_heatmap_figure_draws_engine_bounds_and_stretches_to_them():
 def test_partial_plotly_bundle_is_used_only_at_the_packages_version(tmp_path, monkeypatch):
     from plotly.offline import get_plotlyjs_version
 
-    from app.dashboard import shell
+    from app.dashboard import plotlyjs as shell
 
     bundle = tmp_path / "plotly-cartesian.min.js"
     monkeypatch.setattr(shell, "PARTIAL_PLOTLY", bundle)

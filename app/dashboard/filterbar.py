@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-import duckdb
 from dash import dcc, html
 
 from app.analytics import overview
 from app.analytics.filters import Filter
 from app.dashboard import ids
+from app.storage.database import Database
+from app.storage.ingest_store import count_rows
 
 WINDOWS = {
     "1h": timedelta(hours=1),
@@ -178,12 +179,29 @@ def empty_state(view: View, component_id: str) -> html.Div:
     )
 
 
+# The filter bar's choices per database, valid while the row count is unchanged: four DISTINCT
+# scans cost ~0.1 s at 10M rows on every page load, a count(*) about a millisecond.
+_choices: dict[str, tuple[int, dict[str, list[str]]]] = {}
+
+
+def choices(db: Database) -> dict[str, list[str]]:
+    """Distinct models, engines, gateways and tenants, recomputed only when rows changed."""
+    cur = db.cursor()
+    rows = count_rows(cur, "requests")
+    key = str(db.path)
+    cached = _choices.get(key)
+    if cached is None or cached[0] != rows:
+        cached = (rows, overview.dimension_values(cur))
+        _choices[key] = cached
+    return cached[1]
+
+
 def prepare(
-    cur: duckdb.DuckDBPyConnection,
+    db: Database,
     query: dict,
     now: datetime,
     extra: list[html.Label] | None = None,
 ) -> tuple[View, Filter, html.Form]:
     """What every filtered page starts with: the view, its filter, and the filter bar."""
     view = parse_query(query, now)
-    return view, view.filter(), render(view, overview.dimension_values(cur), extra)
+    return view, view.filter(), render(view, choices(db), extra)

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from dash import html
 
 log = logging.getLogger("tokenshape.dashboard")
 
 
-def safe(name: str, build: Callable[..., html.Div]) -> Callable[..., html.Div]:
-    """Wrap a page layout: a failure is logged with its traceback and shown as a plain panel."""
+def safe(name: str, build: Callable[..., html.Div]) -> Callable[..., Awaitable[html.Div]]:
+    """Wrap a page layout: run it off the event loop; log a failure, show it as a plain panel.
 
-    def layout(**query: object) -> html.Div:
+    Dash's FastAPI backend calls a synchronous layout or callback on the event loop itself, so
+    a query of a second would stall ingest and every other request for that second."""
+
+    async def layout(**query: object) -> html.Div:
         try:
-            return build(**query)
+            return await asyncio.to_thread(build, **query)
         except Exception as exc:  # the page must say something, never go blank
             log.exception("the %s page failed for query %r", name, query)
             return html.Div(

@@ -26,7 +26,7 @@ def _card(title: str, graph_id: str, figure, note: str = "") -> html.Div:
 def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
     """The page for a URL query."""
     cur = db.cursor()
-    view, flt, bar = filterbar.prepare(cur, query, now)
+    view, flt, bar = filterbar.prepare(db, query, now)
     start, end, count = windows.span(cur, flt)
     if count == 0:
         return html.Div([html.H2("Latency"), bar, filterbar.empty_state(view, ids.LATENCY_EMPTY)])

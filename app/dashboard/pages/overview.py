@@ -138,7 +138,7 @@ def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
             id=ids.OVERVIEW_EMPTY,
             className="empty",
         )
-    view, flt, bar = filterbar.prepare(cur, query, now)
+    view, flt, bar = filterbar.prepare(db, query, now)
     frame = overview.per_model(cur, flt)
     parts = [html.H2("Overview"), bar]
     if frame.empty:

@@ -109,7 +109,7 @@ def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
         filterbar.choice("scale", "show", SCALES, scale),
         filterbar.choice("bins", "bins", BINS, bins),
     ]
-    view, flt, bar = filterbar.prepare(cur, query, now, extra)
+    view, flt, bar = filterbar.prepare(db, query, now, extra)
     hm = shapes.heatmap(cur, flt, bins=bins)
     if hm.total == 0:
         return html.Div([html.H2("Shapes"), bar, filterbar.empty_state(view, ids.SHAPES_EMPTY)])
@@ -160,15 +160,14 @@ def register(app: Dash, db: Database, clock: Callable[[], datetime]) -> None:
         layout=safe("Shapes", lambda **query: layout_for(db, query, clock())),
     )
 
+    tables = safe(
+        "Shapes tables",
+        lambda view: html.Div(tables_for(db, view["query"], _when(view)), className="two-col"),
+    )
+
     @app.callback(Output(ids.SHAPES_TABLES, "children"), Input(ids.SHAPES_VIEW, "data"))
-    def _tables(view: dict | None) -> list[html.Div] | html.Div:
-        if not view:
-            return []
-        build = safe(
-            "Shapes tables",
-            lambda: html.Div(tables_for(db, view["query"], _when(view)), className="two-col"),
-        )
-        return build()
+    async def _tables(view: dict | None) -> list[html.Div] | html.Div:
+        return await tables(view=view) if view else []
 
 
 def _when(view: dict) -> datetime:
