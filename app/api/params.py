@@ -12,7 +12,8 @@ from app.analytics.filters import Filter
 _LIST = "Repeat the parameter to keep several values."
 
 
-def _utc(value: datetime | None) -> datetime | None:
+def utc(value: datetime | None) -> datetime | None:
+    """An aware datetime (UTC when the value had no zone)."""
     if value is None:
         return None
     return value if value.tzinfo else value.replace(tzinfo=UTC)
@@ -30,7 +31,7 @@ def filter_params(
     status: Annotated[list[str] | None, Query(description=f"ok, error, cancelled. {_LIST}")] = None,
 ) -> Filter:
     """The filter of an analytics request; 422 naming the parameter when it is inconsistent."""
-    start, end = _utc(start), _utc(end)
+    start, end = utc(start), utc(end)
     if start is not None and end is not None and start >= end:
         raise HTTPException(422, detail="invalid parameters: start: must be before end")
     bad = [s for s in status or [] if s not in ("ok", "error", "cancelled")]

@@ -35,3 +35,15 @@ def put_profile(
             now,
         ],
     ).fetchall()
+
+
+def delete_profile(cur: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Delete an engine's profile; False when there was none."""
+    rows = cur.execute("DELETE FROM engines WHERE name = ? RETURNING name", [name]).fetchall()
+    return bool(rows)
+
+
+def list_profiles(cur: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
+    """Every stored profile by engine name."""
+    rows = cur.execute("SELECT name, profile FROM engines ORDER BY name").fetchall()
+    return {name: json.loads(profile) for name, profile in rows}

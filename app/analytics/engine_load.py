@@ -1,0 +1,66 @@
+"""What rightsizing needs of an engine's traffic: coverage quantiles, footprint, peak minute."""
+
+from __future__ import annotations
+
+import duckdb
+
+from app.analytics.filters import Filter
+from app.analytics.shapes import QUANTILE_NAMES, QUANTILES
+from app.storage.rows import first_row
+
+
+def engine_load(cur: duckdb.DuckDBPyConnection, flt: Filter, coverage: float) -> dict:
+    """Quantiles at the coverage target, E[ISL + OSL/2], mean E2E and the busiest minute."""
+    where, params = flt.where()
+    qs = list(QUANTILES)
+    row = first_row(
+        cur,
+        "SELECT count(*), quantile_cont(isl, ?), quantile_cont(osl, ?), "
+        "quantile_cont(isl + osl, ?), avg(isl + osl / 2.0), avg(e2e_ms) / 1000.0, "
+        f"quantile_cont(isl, {qs}), quantile_cont(osl, {qs}), quantile_cont(isl + osl, {qs}), "
+        f"max(isl), max(osl), max(isl + osl) FROM requests WHERE {where}",
+        [coverage, coverage, coverage] + params,
+    )
+    peak = first_row(
+        cur,
+        "SELECT coalesce(max(n), 0) / 60.0, coalesce(max(tokens), 0) / 60.0 FROM ("
+        "SELECT date_trunc('minute', started_at) AS m, count(*) AS n, sum(isl) AS tokens "
+        f"FROM requests WHERE {where} GROUP BY 1)",
+        params,
+    )
+    assert row is not None and peak is not None
+    n = int(row[0])
+    table = {}
+    for k, name in enumerate(("isl", "osl", "seq")):
+        values = row[6 + k] if n else [None] * len(qs)
+        table[name] = dict(zip(QUANTILE_NAMES, values, strict=True)) | {
+            "max": row[9 + k] if n else None
+        }
+    return {
+        "requests": n,
+        "isl_q": row[1],
+        "osl_q": row[2],
+        "seq_q": row[3],
+        "mean_kv_tokens": row[4],
+        "mean_e2e_s": row[5],
+        "peak_rate": float(peak[0]),
+        "peak_prefill_tps": float(peak[1]),
+        "quantiles": table,
+    }
+
+
+def rejected(cur: duckdb.DuckDBPyConnection, flt: Filter, bounds: list[tuple]) -> list[int | None]:
+    """Requests each (max_input_len, max_seq_len) pair would refuse; None where both are unset."""
+    where, params = flt.where()
+    parts, args = [], []
+    for max_in, max_seq in bounds:
+        if not max_in and not max_seq:
+            continue
+        parts.append("count(*) FILTER (WHERE isl > ? OR isl + osl > ?)")
+        args += [max_in or 2**31 - 1, max_seq or 2**31 - 1]
+    if not parts:
+        return [None] * len(bounds)
+    row = first_row(cur, f"SELECT {', '.join(parts)} FROM requests WHERE {where}", args + params)
+    assert row is not None
+    values = iter(int(v) for v in row)
+    return [next(values) if (a or b) else None for a, b in bounds]

@@ -1,0 +1,179 @@
+"""Engine profiles and their rightsizing recommendation: /api/engines/…"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Response
+from pydantic import BaseModel, Field
+
+from app.api.params import utc
+from app.deps import ClockDep, DbDep
+from app.rightsizing import DEFAULT_WINDOW, NoProfile, load_profile, recommend
+from app.sizing.catalog import GIB
+from app.sizing.logparse import parse_startup_log
+from app.sizing.profile import EngineProfile
+from app.sizing.rightsize import Recommendation
+from app.storage.engines import delete_profile, list_profiles, put_profile
+from ingest.auth import require_scope
+
+router = APIRouter(tags=["engines"])
+AdminDep = Depends(require_scope("admin"))
+
+
+class EngineProfileIn(EngineProfile):
+    """A profile to store; `startup_log` (pasted engine log lines) sets the measured capacity."""
+
+    startup_log: str | None = Field(
+        None, description="vLLM or TensorRT-LLM startup log lines holding the KV cache size."
+    )
+
+
+class EngineOut(BaseModel):
+    """A stored engine profile."""
+
+    name: str
+    profile: EngineProfile
+
+
+def _profile_or_404(db, name: str) -> EngineProfile:
+    try:
+        return load_profile(db, name)
+    except NoProfile as exc:
+        raise HTTPException(404, detail=str(exc)) from None
+
+
+@router.get("/api/engines", response_model=list[EngineOut], summary="List engine profiles")
+def list_engines(db: DbDep) -> list[EngineOut]:
+    """Every engine with a stored profile."""
+    return [
+        EngineOut(name=name, profile=EngineProfile.model_validate(p))
+        for name, p in list_profiles(db.cursor()).items()
+    ]
+
+
+@router.get("/api/engines/{name}", response_model=EngineOut, summary="One engine profile")
+def get_engine(name: str, db: DbDep) -> EngineOut:
+    """The stored profile; 404 when the engine has none."""
+    return EngineOut(name=name, profile=_profile_or_404(db, name))
+
+
+@router.put(
+    "/api/engines/{name}",
+    response_model=EngineOut,
+    summary="Create or replace an engine profile (admin token)",
+    dependencies=[AdminDep],
+)
+def put_engine(name: str, body: EngineProfileIn, db: DbDep, clock: ClockDep) -> EngineOut:
+    """Store a profile; pasted startup log lines set `measured_kv_tokens`."""
+    data = body.model_dump(exclude={"startup_log"}, exclude_none=True)
+    if body.startup_log:
+        measured = parse_startup_log(body.startup_log)
+        if measured is None:
+            raise HTTPException(
+                422,
+                detail="startup_log: no KV cache size found; paste the line 'GPU KV cache size: "
+                "N tokens' (vLLM) or '… max tokens in paged KV cache (N)' (TensorRT-LLM)",
+            )
+        data["measured_kv_tokens"] = measured.kv_tokens
+        data["measured_source"] = f"{measured.framework} startup log: {measured.line[:200]}"
+    profile = EngineProfile.model_validate(data)
+    put_profile(db.cursor(), name, profile.model_dump(exclude_none=True), clock())
+    return EngineOut(name=name, profile=profile)
+
+
+@router.delete(
+    "/api/engines/{name}",
+    status_code=204,
+    summary="Delete an engine profile (admin token)",
+    dependencies=[AdminDep],
+)
+def delete_engine(name: str, db: DbDep) -> Response:
+    """Delete the profile; the engine's requests stay."""
+    if not delete_profile(db.cursor(), name):
+        raise HTTPException(404, detail=f"engine {name!r} has no profile to delete")
+    return Response(status_code=204)
+
+
+def _gib(value: float | None) -> float | None:
+    return None if value is None else round(value / GIB, 2)
+
+
+def recommendation_json(r: Recommendation) -> dict[str, Any]:
+    """The recommendation as JSON: bounds, rejected counts, memory in GiB, commands, what-ifs."""
+
+    def memory(m):
+        if m is None:
+            return None
+        return {
+            "gpus": m.gpus,
+            "total_gib": _gib(m.total),
+            "usable_gib": _gib(m.usable),
+            "weights_gib": _gib(m.weights),
+            "overhead_gib": _gib(m.overhead),
+            "kv_cache_gib": _gib(max(m.kv_budget, 0)),
+            "kv_bytes_per_token": m.kv_per_token,
+            "kv_capacity_tokens": m.kv_capacity_tokens,
+            "measured": m.measured,
+        }
+
+    return {
+        "engine": r.engine,
+        "status": r.status,
+        "verdict": r.verdict,
+        "coverage": r.coverage,
+        "granularity": r.granularity,
+        "requests": r.traffic.requests,
+        "observed": r.traffic.quantiles,
+        "current": asdict(r.current),
+        "recommended": asdict(r.recommended) if r.recommended else None,
+        "rejected": {"current": r.rejected_current, "recommended": r.rejected_recommended},
+        "memory": {"now": memory(r.memory_now), "after": memory(r.memory_after)},
+        "concurrency": {
+            "now": asdict(r.capacity_now) if r.capacity_now else None,
+            "after": asdict(r.capacity_after) if r.capacity_after else None,
+        },
+        "commands": r.commands,
+        "what_if": [
+            {
+                "label": w.label,
+                "possible": w.reason is None,
+                "reason": w.reason,
+                "caveat": w.caveat,
+                "kv_capacity_tokens": w.memory.kv_capacity_tokens if w.memory else None,
+                "concurrency": asdict(w.capacity) if w.capacity else None,
+            }
+            for w in r.whatifs
+        ],
+        "notes": r.notes,
+    }
+
+
+@router.get("/api/engines/{name}/recommendation", summary="Rightsizing for an engine")
+def get_recommendation(
+    name: str,
+    db: DbDep,
+    clock: ClockDep,
+    start: Annotated[
+        datetime | None, Query(description="Window start (default: 7 days ago).")
+    ] = None,
+    end: Annotated[datetime | None, Query(description="Window end (default: now).")] = None,
+    coverage: Annotated[
+        float, Query(gt=0.5, lt=1, description="Share of requests to fit.")
+    ] = 0.999,
+    granularity: Annotated[
+        int, Query(ge=1, le=65536, description="Round bounds up to this.")
+    ] = 256,
+) -> dict[str, Any]:
+    """Observed vs current vs recommended bounds, memory, concurrency, commands and what-ifs."""
+    end = utc(end) or clock()
+    start = utc(start) or end - DEFAULT_WINDOW
+    if start >= end:
+        raise HTTPException(422, detail="invalid parameters: start: must be before end")
+    profile = _profile_or_404(db, name)
+    r = recommend(
+        db, name, start=start, end=end, coverage=coverage, granularity=granularity, profile=profile
+    )
+    return recommendation_json(r)

@@ -1,0 +1,127 @@
+"""Bounds from observed traffic, concurrency before and after, batch and step sizes (DESIGN §7)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from app.sizing.catalog import GIB
+from app.sizing.memory import Memory, replica_memory
+from app.sizing.profile import EngineProfile
+
+DEFAULT_COVERAGE = 0.999
+DEFAULT_GRANULARITY = 256
+DEFAULT_HEADROOM = 0.2
+# max_num_tokens: prefill tokens one scheduler step should take at the peak minute. A step of
+# a quarter second keeps time to first token reasonable under a burst of long prompts.
+STEP_SECONDS = 0.25
+MAX_STEP_TOKENS = 32768
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What sizing needs of an engine's traffic over a window (computed in app/analytics)."""
+
+    requests: int
+    isl_q: float | None  # quantile at the coverage target
+    osl_q: float | None
+    seq_q: float | None  # of ISL + OSL
+    mean_kv_tokens: float | None  # E[ISL + OSL/2]: a request's average KV footprint
+    peak_rate: float  # requests/s in the busiest minute
+    mean_e2e_s: float | None
+    peak_prefill_tps: float  # input tokens/s in the busiest minute
+    quantiles: dict[str, dict[str, float | None]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Engine bounds; None where a profile does not say."""
+
+    max_input_len: int | None
+    max_seq_len: int | None
+    max_output_len: int | None = None
+    max_batch_size: int | None = None
+    max_num_tokens: int | None = None
+
+
+def round_up(value: float, granularity: int) -> int:
+    """The next multiple of granularity at or above value (at least one granule)."""
+    return max(granularity, int(math.ceil(value / granularity)) * granularity)
+
+
+def bounds_from_traffic(
+    t: Traffic, max_context: int, granularity: int = DEFAULT_GRANULARITY
+) -> tuple[Bounds, list[str]]:
+    """Recommended length bounds for the coverage quantiles, with notes on what limited them."""
+    notes: list[str] = []
+    assert t.isl_q is not None and t.osl_q is not None and t.seq_q is not None
+    max_input = round_up(t.isl_q, granularity)
+    max_output = round_up(t.osl_q, granularity)
+    # Never below what one request needs: a full prompt plus at least one granule of output.
+    max_seq = max(round_up(t.seq_q, granularity), max_input + granularity)
+    if max_seq > max_context:
+        notes.append(
+            f"the traffic asks for {max_seq:,} tokens but the model's context is "
+            f"{max_context:,}: capped"
+        )
+        max_seq = max_context
+        max_input = min(max_input, max_context - granularity)
+    return Bounds(max_input, max_seq, max_output), notes
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """How many requests one replica holds: worst case and expected with a paged KV cache."""
+
+    worst: int | None  # kv_capacity // max_seq_len: every request reserves a full sequence
+    expected: float | None  # kv_capacity / E[ISL + OSL/2]
+
+
+def capacity(memory: Memory, max_seq_len: int | None, mean_kv_tokens: float | None) -> Capacity:
+    """Concurrency of one replica for a max_seq_len and the observed mean KV footprint."""
+    kv = memory.kv_capacity_tokens
+    worst = kv // max_seq_len if max_seq_len and memory.fits else None
+    expected = kv / mean_kv_tokens if mean_kv_tokens and memory.fits else None
+    return Capacity(worst, expected)
+
+
+def batch_and_step(
+    t: Traffic, expected: float | None, max_input: int, headroom: float = DEFAULT_HEADROOM
+) -> tuple[int | None, int, list[str]]:
+    """max_batch_size: what the KV cache holds; checked against the peak demand (Little's law).
+
+    max_num_tokens: the prefill tokens of a quarter second at the peak minute, and never less
+    than one full prompt, so a prompt is never split across steps."""
+    notes: list[str] = []
+    batch: int | None = None
+    if expected:
+        room = max(1, math.floor(expected))
+        batch = room // 8 * 8 if room >= 8 else room
+        if t.mean_e2e_s:
+            demand = t.peak_rate * t.mean_e2e_s  # requests in flight at the peak minute
+            if demand * (1 + headroom) > room:
+                notes.append(
+                    f"the peak minute keeps {demand:,.0f} requests in flight (+{headroom:.0%} "
+                    f"headroom) but one replica holds about {room:,}: run more replicas"
+                )
+            else:
+                notes.append(
+                    f"the peak minute keeps {demand:,.1f} requests in flight; one replica holds "
+                    f"about {room:,}"
+                )
+    step = round_up(max(t.peak_prefill_tps * STEP_SECONDS, max_input), DEFAULT_GRANULARITY)
+    return batch, min(step, max(MAX_STEP_TOKENS, max_input)), notes
+
+
+def memory_for(profile: EngineProfile, step_tokens: int | None) -> Memory:
+    """One replica's memory for a profile (a measured KV capacity wins over the estimate)."""
+    return replica_memory(
+        profile.spec(),
+        gpu_memory_bytes=profile.gpu_spec().memory_gib * GIB,
+        gpus=profile.gpus,
+        weight_dtype=profile.weight_dtype,
+        kv_dtype=profile.kv_dtype,
+        memory_fraction=profile.memory_fraction,
+        step_tokens=step_tokens,
+        measured_kv_tokens=profile.measured_kv_tokens,
+    )

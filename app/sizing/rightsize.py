@@ -1,0 +1,228 @@
+"""The rightsizing recommendation for one engine: bounds, memory, concurrency, what-ifs, words."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app.sizing.catalog import GIB, GPUS, dtype_supported
+from app.sizing.commands import commands
+from app.sizing.memory import Memory
+from app.sizing.profile import EngineProfile
+from app.sizing.recommend import (
+    DEFAULT_COVERAGE,
+    DEFAULT_GRANULARITY,
+    Bounds,
+    Capacity,
+    Traffic,
+    batch_and_step,
+    bounds_from_traffic,
+    capacity,
+    memory_for,
+)
+
+LOW_PRECISION_CAVEAT = "lower precision needs its own quality check on your prompts"
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """One alternative build: its memory and concurrency, or why it cannot be built."""
+
+    label: str
+    reason: str | None  # None when the GPU supports it
+    memory: Memory | None = None
+    capacity: Capacity | None = None
+    caveat: str | None = None
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """Everything the page, the API, the CLI and the weekly email show for one engine."""
+
+    engine: str
+    status: str  # "ok", "no-data" or "does-not-fit"
+    verdict: str
+    coverage: float
+    granularity: int
+    traffic: Traffic
+    current: Bounds
+    recommended: Bounds | None = None
+    rejected_current: int | None = None
+    rejected_recommended: int | None = None
+    memory_now: Memory | None = None
+    memory_after: Memory | None = None
+    capacity_now: Capacity | None = None
+    capacity_after: Capacity | None = None
+    commands: dict[str, str] = field(default_factory=dict)
+    whatifs: list[WhatIf] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def current_bounds(profile: EngineProfile) -> Bounds:
+    """The bounds the engine runs with today."""
+    return Bounds(
+        profile.max_input_len,
+        profile.max_seq_len,
+        None,
+        profile.max_batch_size,
+        profile.max_num_tokens,
+    )
+
+
+def proposed_bounds(
+    profile: EngineProfile, t: Traffic, granularity: int
+) -> tuple[Bounds, list[str]]:
+    """Length bounds from the traffic, then batch and step sizes for the memory they leave."""
+    lengths, notes = bounds_from_traffic(t, profile.spec().max_position_embeddings, granularity)
+    assert lengths.max_input_len is not None
+    step = batch_and_step(t, None, lengths.max_input_len)[1]
+    after = memory_for(profile, step)
+    cap = capacity(after, lengths.max_seq_len, t.mean_kv_tokens)
+    batch, step, more = batch_and_step(t, cap.expected, lengths.max_input_len)
+    return (
+        Bounds(lengths.max_input_len, lengths.max_seq_len, lengths.max_output_len, batch, step),
+        notes + more,
+    )
+
+
+def _gib(value: float) -> str:
+    return f"{value / GIB:,.1f} GiB"
+
+
+def _whatifs(profile: EngineProfile, rec: Bounds, t: Traffic) -> list[WhatIf]:
+    gpu = profile.gpu_spec()
+    variants: list[tuple[str, dict]] = [
+        ("FP8 KV cache", {"kv_dtype": "fp8"}),
+        ("FP8 weights", {"weight_dtype": "fp8"}),
+        ("FP8 weights and KV cache", {"weight_dtype": "fp8", "kv_dtype": "fp8"}),
+        ("FP4 weights", {"weight_dtype": "fp4"}),
+    ]
+    variants += [
+        (f"{name} × {profile.gpus}", {"gpu": name, "gpu_memory_gib": None})
+        for name in GPUS
+        if name != gpu.name
+    ]
+    out = []
+    for label, change in variants:
+        alt = profile.model_copy(update=change)
+        alt_gpu = alt.gpu_spec()
+        reason = dtype_supported(alt_gpu, alt.weight_dtype) or dtype_supported(
+            alt_gpu, alt.kv_dtype
+        )
+        if reason:
+            out.append(WhatIf(label, reason))
+            continue
+        if "gpu" not in change:
+            alt = alt.model_copy(
+                update={"measured_kv_tokens": None}
+            )  # the log was for the old build
+        mem = memory_for(alt, rec.max_num_tokens)
+        caveat = LOW_PRECISION_CAVEAT if "dtype" in " ".join(change) else None
+        if not mem.fits:
+            reason = f"does not fit: weights {_gib(mem.weights)} + overhead {_gib(mem.overhead)}"
+            out.append(WhatIf(label, reason, mem, None, caveat))
+            continue
+        out.append(
+            WhatIf(label, None, mem, capacity(mem, rec.max_seq_len, t.mean_kv_tokens), caveat)
+        )
+    return out
+
+
+def rightsize(
+    engine: str,
+    profile: EngineProfile,
+    traffic: Traffic,
+    recommended: Bounds | None,
+    rejected: tuple[int | None, int | None],
+    *,
+    coverage: float = DEFAULT_COVERAGE,
+    granularity: int = DEFAULT_GRANULARITY,
+    notes: list[str] | None = None,
+) -> Recommendation:
+    """Assemble the recommendation; rejected = (by current bounds, by recommended bounds)."""
+    cur = current_bounds(profile)
+    base = {
+        "engine": engine,
+        "coverage": coverage,
+        "granularity": granularity,
+        "traffic": traffic,
+        "current": cur,
+    }
+    now = memory_for(profile, profile.max_num_tokens)
+    if not now.fits:
+        usable = _gib(now.usable)
+        return Recommendation(
+            status="does-not-fit",
+            verdict=(
+                f"{profile.model} does not fit on {profile.gpus}× {profile.gpu}: weights "
+                f"{_gib(now.weights)} and overhead {_gib(now.overhead)} exceed the {usable} "
+                "the engine may use. Use more GPUs (tensor parallel), a bigger GPU or FP8 weights."
+            ),
+            memory_now=now,
+            **base,
+        )
+    if traffic.requests == 0 or recommended is None:
+        return Recommendation(
+            status="no-data",
+            verdict=(
+                f"Not enough data: no requests for engine {engine} in the window. Ship its "
+                "gateway logs, or choose a longer window."
+            ),
+            memory_now=now,
+            capacity_now=capacity(now, cur.max_seq_len, None),
+            **base,
+        )
+    after = memory_for(profile, recommended.max_num_tokens)
+    cap_now = capacity(now, cur.max_seq_len, traffic.mean_kv_tokens)
+    cap_after = capacity(after, recommended.max_seq_len, traffic.mean_kv_tokens)
+    all_notes = list(notes or [])
+    if traffic.requests < 1 / (1 - coverage):
+        all_notes.append(
+            f"only {traffic.requests:,} requests: the {coverage:.1%} quantile is close to the "
+            "maximum seen; widen the window for a firmer answer"
+        )
+    return Recommendation(
+        status="ok",
+        verdict=_verdict(profile, traffic, cur, recommended, cap_now, cap_after, coverage),
+        recommended=recommended,
+        rejected_current=rejected[0],
+        rejected_recommended=rejected[1],
+        memory_now=now,
+        memory_after=after,
+        capacity_now=cap_now,
+        capacity_after=cap_after,
+        commands=commands(profile, recommended),
+        whatifs=_whatifs(profile, recommended, traffic),
+        notes=all_notes,
+        **base,
+    )
+
+
+def _verdict(
+    profile: EngineProfile,
+    t: Traffic,
+    cur: Bounds,
+    rec: Bounds,
+    now: Capacity,
+    after: Capacity,
+    coverage: float,
+) -> str:
+    """One plain sentence: what the engine is built for, what the traffic needs, the gain."""
+    needed = f"{coverage:.1%} of the window's prompts were under {t.isl_q:,.0f} tokens"
+    if not cur.max_input_len and not cur.max_seq_len:
+        return (
+            f"No current bounds in the profile; {needed}: build for max_input_len "
+            f"{rec.max_input_len:,} and max_seq_len {rec.max_seq_len:,}."
+        )
+    built = f"Built for {cur.max_input_len or cur.max_seq_len:,}-token prompts"
+    if now.worst and after.worst and after.worst > now.worst:
+        gain = after.worst / now.worst
+        return (
+            f"{built}; {needed}: rebuilding with max_seq_len {rec.max_seq_len:,} frees room for "
+            f"{gain:.1f}× more concurrent requests ({now.worst:,} → {after.worst:,} full-length)."
+        )
+    if cur.max_seq_len and rec.max_seq_len and rec.max_seq_len > cur.max_seq_len:
+        return (
+            f"{built}; the traffic needs more: {coverage:.1%} of requests fit in "
+            f"{rec.max_seq_len:,} tokens, beyond today's max_seq_len {cur.max_seq_len:,}."
+        )
+    return f"{built}; {needed}: the current bounds fit the traffic, no rebuild needed."
