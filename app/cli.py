@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -182,6 +185,64 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+SPANS = {"h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _since(text: str) -> timedelta:
+    """'7d', '24h', '2w' as a timedelta."""
+    unit = text[-1:].lower()
+    if unit not in SPANS or not text[:-1].isdigit() or int(text[:-1]) < 1:
+        raise ValueError(f"--since {text!r}: use a count and a unit, e.g. 24h, 7d or 2w")
+    return timedelta(seconds=int(text[:-1]) * SPANS[unit])
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    """Print an engine's rightsizing recommendation (text, or JSON with --json)."""
+    from app.rightsizing import NoProfile, recommend, recommendation_dict
+
+    settings = _settings(args)
+    end = datetime.now(UTC)
+    start = end - _since(args.since)
+    with Database(settings.db, read_only=True).open() as db:
+        try:
+            r = recommend(
+                db,
+                args.engine,
+                start=start,
+                end=end,
+                coverage=args.coverage,
+                granularity=args.granularity,
+            )
+        except NoProfile as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+    if args.json:
+        print(json.dumps(recommendation_dict(r), indent=2, default=str))
+        return 0
+    print(f"{r.engine}: {r.verdict}")
+    if r.recommended:
+        cur, rec = r.current, r.recommended
+        print(f"  requests in the last {args.since}: {r.traffic.requests:,}")
+        for name in ("max_input_len", "max_seq_len", "max_batch_size", "max_num_tokens"):
+            now, after = getattr(cur, name), getattr(rec, name)
+            print(f"  {name:<15} {_n(now):>10} -> {_n(after):>10}")
+        print(
+            f"  refused by the bounds: now {_n(r.rejected_current)}, "
+            f"after {_n(r.rejected_recommended)}"
+        )
+        for framework, command in r.commands.items():
+            print(f"  {framework}:")
+            for line in command.splitlines():
+                print(f"    {line}")
+    for note in r.notes:
+        print(f"  note: {note}")
+    return 0
+
+
+def _n(value: int | None) -> str:
+    return "–" if value is None else f"{value:,}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(
@@ -234,6 +295,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="file format (default: from the extension and header)",
     )
     imp.add_argument("--model", help="model name for formats that carry none (azure)")
+
+    rec = add("recommend", cmd_recommend, "Rightsize an engine from its recent traffic.")
+    rec.add_argument("--engine", required=True, help="engine name (with a stored profile)")
+    rec.add_argument("--since", default="7d", help="window up to now: 24h, 7d, 2w (default 7d)")
+    rec.add_argument(
+        "--coverage", type=float, default=0.999, help="share of requests to fit (default 0.999)"
+    )
+    rec.add_argument(
+        "--granularity", type=int, default=256, help="round bounds up to this (default 256)"
+    )
+    rec.add_argument("--json", action="store_true", help="print the recommendation as JSON")
     return parser
 
 
@@ -256,6 +328,9 @@ def main(argv: Iterable[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -5,10 +5,13 @@ from, so all four show the same numbers."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import datetime, timedelta
+from typing import Any
 
 from app.analytics.engine_load import engine_load, rejected
 from app.analytics.filters import Filter
+from app.sizing.catalog import GIB
 from app.sizing.profile import EngineProfile
 from app.sizing.recommend import DEFAULT_COVERAGE, DEFAULT_GRANULARITY, Traffic
 from app.sizing.rightsize import Recommendation, proposed_bounds, rightsize
@@ -67,3 +70,57 @@ def recommend(
         granularity=granularity,
         notes=notes,
     )
+
+
+def _gib(value: float | None) -> float | None:
+    return None if value is None else round(value / GIB, 2)
+
+
+def recommendation_dict(r: Recommendation) -> dict[str, Any]:
+    """The recommendation as JSON: bounds, rejected counts, memory in GiB, commands, what-ifs."""
+
+    def memory(m):
+        if m is None:
+            return None
+        return {
+            "gpus": m.gpus,
+            "total_gib": _gib(m.total),
+            "usable_gib": _gib(m.usable),
+            "weights_gib": _gib(m.weights),
+            "overhead_gib": _gib(m.overhead),
+            "kv_cache_gib": _gib(max(m.kv_budget, 0)),
+            "kv_bytes_per_token": m.kv_per_token,
+            "kv_capacity_tokens": m.kv_capacity_tokens,
+            "measured": m.measured,
+        }
+
+    return {
+        "engine": r.engine,
+        "status": r.status,
+        "verdict": r.verdict,
+        "coverage": r.coverage,
+        "granularity": r.granularity,
+        "requests": r.traffic.requests,
+        "observed": r.traffic.quantiles,
+        "current": asdict(r.current),
+        "recommended": asdict(r.recommended) if r.recommended else None,
+        "rejected": {"current": r.rejected_current, "recommended": r.rejected_recommended},
+        "memory": {"now": memory(r.memory_now), "after": memory(r.memory_after)},
+        "concurrency": {
+            "now": asdict(r.capacity_now) if r.capacity_now else None,
+            "after": asdict(r.capacity_after) if r.capacity_after else None,
+        },
+        "commands": r.commands,
+        "what_if": [
+            {
+                "label": w.label,
+                "possible": w.reason is None,
+                "reason": w.reason,
+                "caveat": w.caveat,
+                "kv_capacity_tokens": w.memory.kv_capacity_tokens if w.memory else None,
+                "concurrency": asdict(w.capacity) if w.capacity else None,
+            }
+            for w in r.whatifs
+        ],
+        "notes": r.notes,
+    }

@@ -10,7 +10,7 @@ import pytest
 
 from app import demo
 from app.storage.database import Database
-from app.storage.engines import put_profile
+from app.storage.engines import delete_profile, put_profile
 from tests.conftest import serve
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -148,10 +148,69 @@ def test_shapes_draws_an_engines_bounds_and_shows_percentages(demo_live, browser
             path=os.environ["TOKENSHAPE_SCREENSHOTS"] + "/shapes-bounds.png", full_page=True
         )
     # An engine without a profile: no lines, and the page says how to get them.
+    delete_profile(demo_live.db.cursor(), "chat-8b")
     page.goto(demo_live.url + "/shapes?window=all&engine=chat-8b")
     graph.locator(".heatmaplayer").wait_for(timeout=30_000)
     assert graph.locator(".legend").count() == 0
     assert "Pick one engine with a profile" in page.locator("p.muted").first.inner_text()
+    assert errors == []
+
+
+def _field(name: str) -> str:
+    """The selector of a profile editor field (Dash renders dict ids as sorted-key JSON)."""
+    return f'[id=\'{{"name":"{name}","type":"rs-field"}}\']'
+
+
+def test_rightsizing_page_recommends_and_a_profile_edit_changes_it(demo_live, browser, tmp_path):
+    page = browser.new_page(viewport={"width": 1366, "height": 768})
+    errors = _errors(page)
+    # The fleet: every demo engine with its verdict; chat-8b is the over-provisioned one.
+    page.goto(demo_live.url + "/rightsizing?window=30d")
+    fleet = page.locator("#rightsizing-fleet")
+    fleet.wait_for(timeout=30_000)
+    for engine in ("chat-8b", "llm-70b", "code-7b"):
+        assert engine in fleet.inner_text()
+    page.goto(demo_live.url + "/rightsizing?engine=chat-8b&window=30d")
+    verdict = page.locator("#rightsizing-verdict")
+    verdict.wait_for(timeout=30_000)
+    assert "Built for 4,096-token prompts" in verdict.inner_text()
+    assert "more concurrent requests" in verdict.inner_text()
+    page.locator("#rightsizing-heatmap .heatmaplayer").wait_for(timeout=30_000)
+    legend = page.locator("#rightsizing-heatmap .legend").text_content()
+    assert "current: max_input_len 4,096" in legend and "recommended: max_input_len" in legend
+    assert (
+        "vllm serve meta-llama/Llama-3.1-8B-Instruct"
+        in page.locator("#rightsizing-cmd-vllm").inner_text()
+    )
+    assert "needs Blackwell" in page.locator("#rightsizing-whatif").inner_text()
+    page.screenshot(path=str(tmp_path / "rightsizing.png"), full_page=True)
+    if os.environ.get("TOKENSHAPE_SCREENSHOTS"):
+        page.screenshot(
+            path=os.environ["TOKENSHAPE_SCREENSHOTS"] + "/rightsizing.png", full_page=True
+        )
+    # Edit the profile: built for 8,192-token prompts now. Saving reloads with new numbers.
+    page.fill(_field("max_input_len"), "8192")
+    page.fill(_field("max_seq_len"), "16384")
+    page.click("#rightsizing-save")
+    page.wait_for_url("**saved=**")
+    verdict.wait_for(timeout=30_000)
+    assert "Built for 8,192-token prompts" in verdict.inner_text()
+    stored = demo_live.scalar("SELECT profile FROM engines WHERE name = 'chat-8b'")
+    assert '"max_seq_len": 16384' in stored
+    # An invalid edit is refused with the field named, and nothing is stored.
+    page.fill(_field("max_input_len"), "32768")
+    page.click("#rightsizing-save")
+    saved = page.locator("#rightsizing-saved")
+    saved.filter(has_text="max_input_len").wait_for(timeout=30_000)
+    assert '"max_input_len": 8192' in demo_live.scalar(
+        "SELECT profile FROM engines WHERE name = 'chat-8b'"
+    )
+    # Delete: back to the fleet, without chat-8b's profile.
+    page.click("#rightsizing-delete")
+    page.wait_for_url("**deleted=chat-8b**")
+    page.locator("#rightsizing-fleet").wait_for(timeout=30_000)
+    assert "chat-8b" not in page.locator("#rightsizing-fleet").inner_text()
+    assert demo_live.scalar("SELECT count(*) FROM engines WHERE name = 'chat-8b'") == 0
     assert errors == []
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -148,6 +149,22 @@ def test_demo_has_what_later_pages_need(tmp_path):
         "count(token_gaps_ms) FROM requests"
     ).fetchone()
     assert gaps[1] > 0 and gaps[0] == gaps[1]
+
+
+def test_recommend_prints_the_verdict_commands_and_json(tmp_path):
+    db = str(tmp_path / "r.duckdb")
+    cli("demo", "--db", db, "--requests", "20000")
+    out = cli("recommend", "--engine", "chat-8b", "--db", db).stdout
+    assert out.startswith("chat-8b: Built for 4,096-token prompts")
+    assert "max_seq_len" in out and "vllm serve meta-llama/Llama-3.1-8B-Instruct" in out
+    as_json = json.loads(cli("recommend", "--engine", "chat-8b", "--db", db, "--json").stdout)
+    assert as_json["status"] == "ok" and as_json["current"]["max_input_len"] == 4096
+    assert as_json["recommended"]["max_input_len"] < 4096
+    missing = cli("recommend", "--engine", "nope", "--db", db, check=False)
+    assert missing.returncode == 1 and "has no profile" in missing.stderr
+    bad = cli("recommend", "--engine", "chat-8b", "--since", "2x", "--db", db, check=False)
+    assert bad.returncode == 2 and "--since '2x'" in bad.stderr
+    assert "Traceback" not in missing.stderr + bad.stderr
 
 
 def test_locked_database_gets_one_clear_line(tmp_path):

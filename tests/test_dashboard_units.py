@@ -78,7 +78,7 @@ def test_heatmap_figure_draws_engine_bounds_and_stretches_to_them():
     counts = np.zeros((4, 4), dtype=np.int64)
     counts[0, 0] = 5
     hm = HeatMap((0, 16, 32, 64), (0, 16, 32, 64), counts, 5)
-    fig = heatmap_figure(hm, bounds=Bounds("e1", max_input_len=32, max_seq_len=48))
+    fig = heatmap_figure(hm, bounds=[Bounds("e1", max_input_len=32, max_seq_len=48)])
     line, curve = fig.data[3], fig.data[4]
     assert "max_input_len 32" in line.name and list(line.x) == [1.5, 1.5]
     assert "max_seq_len 48" in curve.name

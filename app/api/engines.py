@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -11,11 +10,15 @@ from pydantic import BaseModel, Field
 
 from app.api.params import utc
 from app.deps import ClockDep, DbDep
-from app.rightsizing import DEFAULT_WINDOW, NoProfile, load_profile, recommend
-from app.sizing.catalog import GIB
+from app.rightsizing import (
+    DEFAULT_WINDOW,
+    NoProfile,
+    load_profile,
+    recommend,
+    recommendation_dict,
+)
 from app.sizing.logparse import parse_startup_log
 from app.sizing.profile import EngineProfile
-from app.sizing.rightsize import Recommendation
 from app.storage.engines import delete_profile, list_profiles, put_profile
 from ingest.auth import require_scope
 
@@ -97,60 +100,6 @@ def delete_engine(name: str, db: DbDep) -> Response:
     return Response(status_code=204)
 
 
-def _gib(value: float | None) -> float | None:
-    return None if value is None else round(value / GIB, 2)
-
-
-def recommendation_json(r: Recommendation) -> dict[str, Any]:
-    """The recommendation as JSON: bounds, rejected counts, memory in GiB, commands, what-ifs."""
-
-    def memory(m):
-        if m is None:
-            return None
-        return {
-            "gpus": m.gpus,
-            "total_gib": _gib(m.total),
-            "usable_gib": _gib(m.usable),
-            "weights_gib": _gib(m.weights),
-            "overhead_gib": _gib(m.overhead),
-            "kv_cache_gib": _gib(max(m.kv_budget, 0)),
-            "kv_bytes_per_token": m.kv_per_token,
-            "kv_capacity_tokens": m.kv_capacity_tokens,
-            "measured": m.measured,
-        }
-
-    return {
-        "engine": r.engine,
-        "status": r.status,
-        "verdict": r.verdict,
-        "coverage": r.coverage,
-        "granularity": r.granularity,
-        "requests": r.traffic.requests,
-        "observed": r.traffic.quantiles,
-        "current": asdict(r.current),
-        "recommended": asdict(r.recommended) if r.recommended else None,
-        "rejected": {"current": r.rejected_current, "recommended": r.rejected_recommended},
-        "memory": {"now": memory(r.memory_now), "after": memory(r.memory_after)},
-        "concurrency": {
-            "now": asdict(r.capacity_now) if r.capacity_now else None,
-            "after": asdict(r.capacity_after) if r.capacity_after else None,
-        },
-        "commands": r.commands,
-        "what_if": [
-            {
-                "label": w.label,
-                "possible": w.reason is None,
-                "reason": w.reason,
-                "caveat": w.caveat,
-                "kv_capacity_tokens": w.memory.kv_capacity_tokens if w.memory else None,
-                "concurrency": asdict(w.capacity) if w.capacity else None,
-            }
-            for w in r.whatifs
-        ],
-        "notes": r.notes,
-    }
-
-
 @router.get("/api/engines/{name}/recommendation", summary="Rightsizing for an engine")
 def get_recommendation(
     name: str,
@@ -176,4 +125,4 @@ def get_recommendation(
     r = recommend(
         db, name, start=start, end=end, coverage=coverage, granularity=granularity, profile=profile
     )
-    return recommendation_json(r)
+    return recommendation_dict(r)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,7 +15,6 @@ from app.analytics.shapes import HeatMap
 # Colour-blind-safe sequential scale; the lowest non-empty count is still visible.
 HEAT_SCALE = "Cividis"
 MARGIN_COLOUR = "#6c7a96"
-BOUND_COLOUR = "#d1495b"  # stands out against every Cividis colour
 
 
 def tokens_label(value: int) -> str:
@@ -51,11 +51,12 @@ def bin_position(edges: tuple[int, ...], value: float) -> float:
 
 @dataclass(frozen=True)
 class Bounds:
-    """An engine's current bounds, drawn over the heat map."""
+    """A set of engine bounds drawn over the heat map, named in the legend by `label`."""
 
-    engine: str
+    label: str
     max_input_len: int | None = None
     max_seq_len: int | None = None
+    colour: str = "#d1495b"  # stands out against every Cividis colour
 
 
 def _span(used: np.ndarray, edges: tuple[int, ...], bound: int | None) -> int:
@@ -67,7 +68,7 @@ def _span(used: np.ndarray, edges: tuple[int, ...], bound: int | None) -> int:
 
 
 def heatmap_figure(
-    hm: HeatMap, *, percent: bool = False, bounds: Bounds | None = None
+    hm: HeatMap, *, percent: bool = False, bounds: Sequence[Bounds] = ()
 ) -> go.Figure:
     """ISL (x) by OSL (y) requests with marginal histograms; optionally an engine's bounds.
 
@@ -75,8 +76,8 @@ def heatmap_figure(
     trimmed, unless a bound lies beyond them: then the axes stretch to show the headroom."""
     counts = hm.counts.T  # rows are OSL bins (y), columns ISL bins (x)
     total = hm.total or 1
-    max_in = bounds.max_input_len if bounds else None
-    max_seq = bounds.max_seq_len if bounds else None
+    max_in = max((b.max_input_len or 0 for b in bounds), default=0) or None
+    max_seq = max((b.max_seq_len or 0 for b in bounds), default=0) or None
     x_hi = _span(np.flatnonzero(counts.sum(axis=0)), hm.isl_edges, max_in or max_seq)
     y_hi = _span(np.flatnonzero(counts.sum(axis=1)), hm.osl_edges, max_seq)
     xl, yl = bin_labels(hm.isl_edges)[:x_hi], bin_labels(hm.osl_edges)[:y_hi]
@@ -138,8 +139,8 @@ def heatmap_figure(
             row=row,
             col=col,
         )
-    if bounds:
-        _draw_bounds(fig, hm, bounds, x_hi, y_hi)
+    for b in bounds:
+        _draw_bounds(fig, hm, b, y_hi)
     fig.update_layout(
         margin={"l": 70, "r": 20, "t": 10, "b": 60},
         height=520,
@@ -160,7 +161,7 @@ def heatmap_figure(
     return fig
 
 
-def _draw_bounds(fig: go.Figure, hm: HeatMap, bounds: Bounds, x_hi: int, y_hi: int) -> None:
+def _draw_bounds(fig: go.Figure, hm: HeatMap, bounds: Bounds, y_hi: int) -> None:
     """max_input_len as a vertical line; ISL + OSL = max_seq_len as a curve."""
     top = y_hi - 0.5
     if bounds.max_input_len:
@@ -170,8 +171,8 @@ def _draw_bounds(fig: go.Figure, hm: HeatMap, bounds: Bounds, x_hi: int, y_hi: i
                 x=[x, x],
                 y=[-0.5, top],
                 mode="lines",
-                line={"color": BOUND_COLOUR, "dash": "dash", "width": 2},
-                name=f"{bounds.engine}: max_input_len {bounds.max_input_len:,}",
+                line={"color": bounds.colour, "dash": "dash", "width": 2},
+                name=f"{bounds.label}: max_input_len {bounds.max_input_len:,}",
                 hoverinfo="name",
             ),
             row=2,
@@ -186,8 +187,8 @@ def _draw_bounds(fig: go.Figure, hm: HeatMap, bounds: Bounds, x_hi: int, y_hi: i
                 x=[bin_position(hm.isl_edges, v) for v in isl],
                 y=[bin_position(hm.osl_edges, v) for v in osl],
                 mode="lines",
-                line={"color": BOUND_COLOUR, "width": 2},
-                name=f"{bounds.engine}: ISL + OSL = max_seq_len {seq:,}",
+                line={"color": bounds.colour, "width": 2},
+                name=f"{bounds.label}: ISL + OSL = max_seq_len {seq:,}",
                 hoverinfo="name",
             ),
             row=2,
@@ -372,3 +373,42 @@ def weekday_hour_figure(matrix: np.ndarray, tz: str) -> go.Figure:
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(type="category")
     return _layout(fig, f"hour of day ({tz})", "weekday", height=320)
+
+
+MEMORY_PARTS = (
+    ("weights", "#4c6a92"),
+    ("KV cache", "#e0b23e"),
+    ("overhead", "#a05a7b"),
+    ("unused", "#d9dee8"),
+)
+
+
+def memory_figure(rows: list[tuple[str, dict[str, float]]]) -> go.Figure:
+    """Stacked bars of one replica's memory in GiB: weights, KV cache, overhead, unused."""
+    fig = go.Figure()
+    labels = [label for label, _ in rows]
+    for part, colour in MEMORY_PARTS:
+        values = [parts.get(part, 0.0) for _, parts in rows]
+        fig.add_trace(
+            go.Bar(
+                y=labels,
+                x=values,
+                name=part,
+                orientation="h",
+                marker_color=colour,
+                text=[f"{v:,.1f}" if v >= 1 else "" for v in values],
+                textposition="inside",
+                hovertemplate=f"{part}: %{{x:,.2f}} GiB<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        barmode="stack",
+        height=80 + 46 * len(rows),
+        margin={"l": 120, "r": 20, "t": 10, "b": 40},
+        xaxis={"title": {"text": "GiB per replica"}},
+        yaxis={"autorange": "reversed"},
+        legend={"orientation": "h", "y": -0.45, "traceorder": "normal"},
+        plot_bgcolor="#ffffff",
+        paper_bgcolor="#ffffff",
+    )
+    return fig

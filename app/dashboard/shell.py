@@ -10,7 +10,7 @@ from dash import Dash, dcc, html
 from fastapi import FastAPI
 
 from app.dashboard import plotlyjs
-from app.dashboard.pages import latency, overview, shapes, traffic
+from app.dashboard.pages import latency, overview, rightsizing, shapes, traffic
 from app.storage.database import Database
 
 
@@ -41,6 +41,7 @@ def mount(server: FastAPI, db: Database, clock: Callable[[], datetime], tz: str 
     shapes.register(app, db, clock)
     latency.register(db, clock, tz)
     traffic.register(db, clock, tz)
+    rightsizing.register(app, db, clock)
     app.layout = html.Div(
         [
             html.Header(

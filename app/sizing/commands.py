@@ -45,6 +45,8 @@ def trtllm_command(profile: EngineProfile, b: Bounds) -> str:
         args += ["--max_batch_size", str(b.max_batch_size)]
     if b.max_num_tokens:
         args += ["--max_num_tokens", str(b.max_num_tokens)]
+        if b.max_input_len and b.max_num_tokens < b.max_input_len:
+            args += ["--use_paged_context_fmha", "enable"]  # needed for chunked context
     return shlex.join(args)
 
 

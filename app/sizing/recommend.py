@@ -13,9 +13,11 @@ DEFAULT_COVERAGE = 0.999
 DEFAULT_GRANULARITY = 256
 DEFAULT_HEADROOM = 0.2
 # max_num_tokens: prefill tokens one scheduler step should take at the peak minute. A step of
-# a quarter second keeps time to first token reasonable under a burst of long prompts.
+# a quarter second keeps time to first token reasonable under a burst of long prompts; longer
+# prompts are prefilled in chunks. Bounded so the activation memory stays modest.
 STEP_SECONDS = 0.25
-MAX_STEP_TOKENS = 32768
+MIN_STEP_TOKENS = 2048
+MAX_STEP_TOKENS = 16384
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,8 @@ def batch_and_step(
 ) -> tuple[int | None, int, list[str]]:
     """max_batch_size: what the KV cache holds; checked against the peak demand (Little's law).
 
-    max_num_tokens: the prefill tokens of a quarter second at the peak minute, and never less
-    than one full prompt, so a prompt is never split across steps."""
+    max_num_tokens: the prefill tokens of a quarter second at the peak minute, between 2,048
+    and 16,384; prompts longer than that are prefilled in chunks (chunked prefill)."""
     notes: list[str] = []
     batch: int | None = None
     if expected:
@@ -109,8 +111,14 @@ def batch_and_step(
                     f"the peak minute keeps {demand:,.1f} requests in flight; one replica holds "
                     f"about {room:,}"
                 )
-    step = round_up(max(t.peak_prefill_tps * STEP_SECONDS, max_input), DEFAULT_GRANULARITY)
-    return batch, min(step, max(MAX_STEP_TOKENS, max_input)), notes
+    wanted = min(max(t.peak_prefill_tps * STEP_SECONDS, MIN_STEP_TOKENS), MAX_STEP_TOKENS)
+    step = round_up(wanted, DEFAULT_GRANULARITY)
+    if step < max_input:
+        notes.append(
+            f"prompts longer than max_num_tokens ({step:,}) are prefilled in chunks: on by "
+            "default in vLLM; TensorRT-LLM needs paged context FMHA and chunked context"
+        )
+    return batch, step, notes
 
 
 def memory_for(profile: EngineProfile, step_tokens: int | None) -> Memory:

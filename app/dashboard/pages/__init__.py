@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+import dash
 from dash import html
 
 log = logging.getLogger("tokenshape.dashboard")
@@ -34,3 +35,17 @@ def safe(name: str, build: Callable[..., html.Div]) -> Callable[..., Awaitable[h
             )
 
     return layout
+
+
+def register_page(
+    module: str, path: str, name: str, order: int, build: Callable[..., html.Div]
+) -> None:
+    """Register a page whose layout is `build(**url_query)`, run safely off the event loop."""
+    dash.register_page(
+        module,
+        path=path,
+        name=name,
+        title=f"tokenshape · {name}",
+        order=order,
+        layout=safe(name, build),
+    )

@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-import dash
 from dash import dcc, html
 
 from app.analytics import latency, windows
 from app.dashboard import figures, filterbar, ids
-from app.dashboard.pages import safe
+from app.dashboard.pages import register_page
 from app.storage.database import Database
 
 GRAPH_CONFIG = {"displaylogo": False}
@@ -86,11 +85,6 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
 
 def register(db: Database, clock: Callable[[], datetime], tz: str) -> None:
     """Register the page at /latency."""
-    dash.register_page(
-        __name__,
-        path="/latency",
-        name="Latency",
-        title="tokenshape · Latency",
-        order=2,
-        layout=safe("Latency", lambda **query: layout_for(db, query, clock(), tz)),
+    register_page(
+        __name__, "/latency", "Latency", 2, lambda **query: layout_for(db, query, clock(), tz)
     )

@@ -6,13 +6,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 
-import dash
 from dash import html
 
 from app.analytics import overview
 from app.analytics.filters import Filter
 from app.dashboard import filterbar, ids
-from app.dashboard.pages import safe
+from app.dashboard.pages import register_page
 from app.storage.database import Database
 
 
@@ -166,11 +165,4 @@ def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
 
 def register(db: Database, clock: Callable[[], datetime]) -> None:
     """Register the page at /; its layout follows the URL's query."""
-    dash.register_page(
-        __name__,
-        path="/",
-        order=0,
-        name="Overview",
-        title="tokenshape · Overview",
-        layout=safe("Overview", lambda **query: layout_for(db, query, clock())),
-    )
+    register_page(__name__, "/", "Overview", 0, lambda **query: layout_for(db, query, clock()))

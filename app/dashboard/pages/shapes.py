@@ -8,13 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-import dash
 from dash import Dash, Input, Output, dcc, html
 
 from app.analytics import shapes
 from app.dashboard import filterbar, ids
 from app.dashboard.figures import Bounds, heatmap_figure
-from app.dashboard.pages import safe
+from app.dashboard.pages import register_page, safe
 from app.storage.database import Database
 from app.storage.engines import get_profile
 
@@ -114,9 +113,9 @@ def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
     if hm.total == 0:
         return html.Div([html.H2("Shapes"), bar, filterbar.empty_state(view, ids.SHAPES_EMPTY)])
     bounds = _bounds(db, view.choices.get("engine"))
-    figure = heatmap_figure(hm, percent=scale == "pct", bounds=bounds)
+    figure = heatmap_figure(hm, percent=scale == "pct", bounds=[bounds] if bounds else [])
     note = (
-        f"Lines: engine {bounds.engine}'s current bounds; requests right of the dashed line or "
+        f"Lines: engine {bounds.label}'s current bounds; requests right of the dashed line or "
         "above the curve do not fit it."
         if bounds
         else "Pick one engine with a profile to see its current bounds over the map."
@@ -151,14 +150,7 @@ def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
 
 def register(app: Dash, db: Database, clock: Callable[[], datetime]) -> None:
     """Register the page at /shapes (its layout follows the URL's query) and its callback."""
-    dash.register_page(
-        __name__,
-        path="/shapes",
-        name="Shapes",
-        title="tokenshape · Shapes",
-        order=1,
-        layout=safe("Shapes", lambda **query: layout_for(db, query, clock())),
-    )
+    register_page(__name__, "/shapes", "Shapes", 1, lambda **query: layout_for(db, query, clock()))
 
     tables = safe(
         "Shapes tables",

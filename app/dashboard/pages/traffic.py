@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-import dash
 from dash import dcc, html
 
 from app.analytics import traffic, windows
 from app.dashboard import figures, filterbar, ids
-from app.dashboard.pages import safe
+from app.dashboard.pages import register_page
 from app.storage.database import Database
 
 
@@ -67,11 +66,6 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
 
 def register(db: Database, clock: Callable[[], datetime], tz: str) -> None:
     """Register the page at /traffic."""
-    dash.register_page(
-        __name__,
-        path="/traffic",
-        name="Traffic",
-        title="tokenshape · Traffic",
-        order=3,
-        layout=safe("Traffic", lambda **query: layout_for(db, query, clock(), tz)),
+    register_page(
+        __name__, "/traffic", "Traffic", 3, lambda **query: layout_for(db, query, clock(), tz)
     )
