@@ -27,6 +27,9 @@ def test_query_to_view_and_filter():
     assert custom.start < custom.end  # swapped, not an error
     broken = filterbar.parse_query({"window": "custom", "start": "soon"}, NOW)
     assert broken.start is None
+    assert "'soon' is not a time" in broken.problems[0]  # said on the page, not swallowed
+    form = filterbar.render(broken, {})
+    assert any(getattr(c, "className", "") == "field-error" for c in form.children)
 
 
 def test_labels_are_readable():

@@ -39,6 +39,7 @@ class View:
     start: datetime | None
     end: datetime | None
     choices: dict[str, str]
+    problems: tuple[str, ...] = ()
 
     def filter(self) -> Filter:
         """The analytics filter of this view."""
@@ -63,8 +64,18 @@ def parse_query(query: dict, now: datetime) -> View:
     """The view a URL query describes; unknown or broken values fall back to defaults."""
     window = query.get("window") or "7d"
     start = end = None
+    problems: list[str] = []
     if window == "custom":
         start, end = _time(query.get("start")), _time(query.get("end"))
+        for label, text, value in (
+            ("from", query.get("start"), start),
+            ("to", query.get("end"), end),
+        ):
+            if text and value is None:
+                problems.append(
+                    f"“{label}”: {str(text)[:40]!r} is not a time; use e.g. 2026-11-20T08:00 "
+                    f"(UTC). The window is open-ended on that side."
+                )
         if start and end and start >= end:
             start, end = end, start
     elif window in WINDOWS:
@@ -74,7 +85,7 @@ def parse_query(query: dict, now: datetime) -> View:
         window = "7d"
         start = now - WINDOWS["7d"]  # type: ignore[operator]
     choices = {d: str(query[d]) for d in DIMENSIONS if query.get(d)}
-    return View(window, start, end, choices)
+    return View(window, start, end, choices, tuple(problems))
 
 
 def _select(name: str, label: str, values: list[str], chosen: str | None, blank: str):
@@ -148,6 +159,7 @@ def render(
             *selects,
             *(extra or []),
             html.Button("Apply", type="submit", id=ids.FILTER_APPLY),
+            *[html.P(problem, className="field-error") for problem in view.problems],
         ],
         method="get",
         className="filterbar",
