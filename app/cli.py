@@ -196,6 +196,24 @@ def _since(text: str) -> timedelta:
     return timedelta(seconds=int(text[:-1]) * SPANS[unit])
 
 
+def _coverage(text: str) -> float:
+    """--coverage: a share strictly between 0.5 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.5 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: use a share between 0.5 and 1, e.g. 0.999")
+    return value
+
+
+def _granularity(text: str) -> int:
+    """--granularity: a positive whole number of tokens."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: use a positive number of tokens, e.g. 256")
+    return int(text)
+
+
 def cmd_recommend(args: argparse.Namespace) -> int:
     """Print an engine's rightsizing recommendation (text, or JSON with --json)."""
     from app.rightsizing import NoProfile, recommend, recommendation_dict
@@ -300,10 +318,13 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--engine", required=True, help="engine name (with a stored profile)")
     rec.add_argument("--since", default="7d", help="window up to now: 24h, 7d, 2w (default 7d)")
     rec.add_argument(
-        "--coverage", type=float, default=0.999, help="share of requests to fit (default 0.999)"
+        "--coverage", type=_coverage, default=0.999, help="share of requests to fit (default 0.999)"
     )
     rec.add_argument(
-        "--granularity", type=int, default=256, help="round bounds up to this (default 256)"
+        "--granularity",
+        type=_granularity,
+        default=256,
+        help="round bounds up to this (default 256)",
     )
     rec.add_argument("--json", action="store_true", help="print the recommendation as JSON")
     return parser

@@ -23,6 +23,10 @@ from ingest import routes as ingest_routes
 log = logging.getLogger("tokenshape")
 
 
+# Dashboard edits have no login yet (it arrives with roles): allowed only on a loopback bind.
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
 def utc_now() -> datetime:
     """The real clock."""
     return datetime.now(UTC)
@@ -109,5 +113,7 @@ def create_app(
     app.include_router(shapes.router)
     app.include_router(latency.router)
     app.include_router(engines.router)
-    mount(app, database, clock, settings.tz)  # last: Dash adds a catch-all GET route for its pages
+    mount(
+        app, database, clock, settings.tz, editable=settings.host in LOOPBACK
+    )  # last: Dash adds a catch-all GET route for its pages
     return app

@@ -9,9 +9,12 @@ from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
+
 from app.analytics.engine_load import engine_load, rejected
 from app.analytics.filters import Filter
 from app.sizing.catalog import GIB
+from app.sizing.logparse import parse_startup_log
 from app.sizing.profile import EngineProfile
 from app.sizing.recommend import DEFAULT_COVERAGE, DEFAULT_GRANULARITY, Traffic
 from app.sizing.rightsize import Recommendation, proposed_bounds, rightsize
@@ -21,19 +24,76 @@ from app.storage.engines import get_profile
 DEFAULT_WINDOW = timedelta(days=7)
 
 
+# A logged KV capacity describes one build: changing any of these makes it stale.
+BUILD_FIELDS = (
+    "model",
+    "params",
+    "layers",
+    "kv_heads",
+    "head_dim",
+    "gpu",
+    "gpu_memory_gib",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "weight_dtype",
+    "kv_dtype",
+    "memory_fraction",
+    "framework",
+    "max_num_tokens",
+)
+
+
 class NoProfile(LookupError):
-    """The engine has no stored profile."""
+    """The engine has no stored profile, or the stored one is no longer valid."""
+
+
+def problem(exc: ValidationError) -> str:
+    """The first validation error as 'field: message'."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "profile"
+    return f"{where}: {first['msg'].removeprefix('Value error, ')}"
 
 
 def load_profile(db: Database, engine: str) -> EngineProfile:
-    """The engine's stored profile; raises NoProfile naming the engine."""
+    """The engine's stored profile; raises NoProfile naming the engine (and the bad field)."""
     stored = get_profile(db.cursor(), engine)
     if stored is None:
         raise NoProfile(
             f"engine {engine!r} has no profile: create one with PUT /api/engines/{engine} "
             "or on the Rightsizing page"
         )
-    return EngineProfile.model_validate(stored)
+    try:
+        return EngineProfile.model_validate(stored)
+    except ValidationError as exc:
+        raise NoProfile(
+            f"engine {engine!r} has a stored profile that is no longer valid ({problem(exc)}); "
+            "save it again"
+        ) from None
+
+
+def edited_profile(
+    previous: dict[str, Any] | None, data: dict[str, Any], startup_log: str | None
+) -> EngineProfile:
+    """A profile from edited fields: a pasted log sets the measured capacity; a changed build
+    drops a stale one. Raises ValueError naming the field."""
+    if startup_log:
+        measured = parse_startup_log(startup_log)
+        if measured is None:
+            raise ValueError(
+                "startup_log: no KV cache size found; paste the line 'GPU KV cache size: N "
+                "tokens' (vLLM) or '… max tokens in paged KV cache (N)' (TensorRT-LLM)"
+            )
+        data = {
+            **data,
+            "measured_kv_tokens": measured.kv_tokens,
+            "measured_source": f"{measured.framework} startup log: {measured.line[:200]}",
+        }
+    elif previous and any(previous.get(f) != data.get(f) for f in BUILD_FIELDS):
+        data = {k: v for k, v in data.items() if k not in ("measured_kv_tokens", "measured_source")}
+    try:
+        return EngineProfile.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(problem(exc)) from None
 
 
 def recommend(
@@ -53,7 +113,15 @@ def recommend(
     load = engine_load(cur, flt, coverage)
     traffic = Traffic(**load)
     if not traffic.requests:
-        return rightsize(engine, profile, traffic, None, (None, None), coverage=coverage)
+        return rightsize(
+            engine,
+            profile,
+            traffic,
+            None,
+            (None, None),
+            coverage=coverage,
+            granularity=granularity,
+        )
     rec, notes = proposed_bounds(profile, traffic, granularity)
     counts = rejected(
         cur,

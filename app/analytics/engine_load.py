@@ -53,14 +53,15 @@ def rejected(cur: duckdb.DuckDBPyConnection, flt: Filter, bounds: list[tuple]) -
     """Requests each (max_input_len, max_seq_len) pair would refuse; None where both are unset."""
     where, params = flt.where()
     parts, args = [], []
+    unset = 2**31 - 1
     for max_in, max_seq in bounds:
-        if not max_in and not max_seq:
+        if max_in is None and max_seq is None:
             continue
         parts.append("count(*) FILTER (WHERE isl > ? OR isl + osl > ?)")
-        args += [max_in or 2**31 - 1, max_seq or 2**31 - 1]
+        args += [unset if max_in is None else max_in, unset if max_seq is None else max_seq]
     if not parts:
         return [None] * len(bounds)
     row = first_row(cur, f"SELECT {', '.join(parts)} FROM requests WHERE {where}", args + params)
     assert row is not None
     values = iter(int(v) for v in row)
-    return [next(values) if (a or b) else None for a, b in bounds]
+    return [None if a is None and b is None else next(values) for a, b in bounds]

@@ -13,13 +13,13 @@ from app.deps import ClockDep, DbDep
 from app.rightsizing import (
     DEFAULT_WINDOW,
     NoProfile,
+    edited_profile,
     load_profile,
     recommend,
     recommendation_dict,
 )
-from app.sizing.logparse import parse_startup_log
 from app.sizing.profile import EngineProfile
-from app.storage.engines import delete_profile, list_profiles, put_profile
+from app.storage.engines import delete_profile, get_profile, list_profiles, put_profile
 from ingest.auth import require_scope
 
 router = APIRouter(tags=["engines"])
@@ -72,17 +72,10 @@ def get_engine(name: str, db: DbDep) -> EngineOut:
 def put_engine(name: str, body: EngineProfileIn, db: DbDep, clock: ClockDep) -> EngineOut:
     """Store a profile; pasted startup log lines set `measured_kv_tokens`."""
     data = body.model_dump(exclude={"startup_log"}, exclude_none=True)
-    if body.startup_log:
-        measured = parse_startup_log(body.startup_log)
-        if measured is None:
-            raise HTTPException(
-                422,
-                detail="startup_log: no KV cache size found; paste the line 'GPU KV cache size: "
-                "N tokens' (vLLM) or '… max tokens in paged KV cache (N)' (TensorRT-LLM)",
-            )
-        data["measured_kv_tokens"] = measured.kv_tokens
-        data["measured_source"] = f"{measured.framework} startup log: {measured.line[:200]}"
-    profile = EngineProfile.model_validate(data)
+    try:
+        profile = edited_profile(get_profile(db.cursor(), name), data, body.startup_log)
+    except ValueError as exc:
+        raise HTTPException(422, detail=str(exc)) from None
     put_profile(db.cursor(), name, profile.model_dump(exclude_none=True), clock())
     return EngineOut(name=name, profile=profile)
 
@@ -122,7 +115,16 @@ def get_recommendation(
     if start >= end:
         raise HTTPException(422, detail="invalid parameters: start: must be before end")
     profile = _profile_or_404(db, name)
-    r = recommend(
-        db, name, start=start, end=end, coverage=coverage, granularity=granularity, profile=profile
-    )
+    try:
+        r = recommend(
+            db,
+            name,
+            start=start,
+            end=end,
+            coverage=coverage,
+            granularity=granularity,
+            profile=profile,
+        )
+    except ValueError as exc:  # e.g. a granularity too coarse for the model's context
+        raise HTTPException(422, detail=f"invalid parameters: {exc}") from None
     return recommendation_dict(r)

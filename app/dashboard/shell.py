@@ -22,8 +22,17 @@ class _Dash(Dash):
             super()._setup_plotlyjs()
 
 
-def mount(server: FastAPI, db: Database, clock: Callable[[], datetime], tz: str = "UTC") -> Dash:
-    """Create the Dash app on `server` (Dash's FastAPI backend) and register the pages."""
+def mount(
+    server: FastAPI,
+    db: Database,
+    clock: Callable[[], datetime],
+    tz: str = "UTC",
+    *,
+    editable: bool = True,
+) -> Dash:
+    """Create the Dash app on `server` (Dash's FastAPI backend) and register the pages.
+
+    `editable`: whether the dashboard may change engine profiles (no logins yet)."""
     partial = plotlyjs.partial_plotly_usable()
     app = _Dash(
         __name__,
@@ -41,7 +50,7 @@ def mount(server: FastAPI, db: Database, clock: Callable[[], datetime], tz: str 
     shapes.register(app, db, clock)
     latency.register(db, clock, tz)
     traffic.register(db, clock, tz)
-    rightsizing.register(app, db, clock)
+    rightsizing.register(app, db, clock, editable=editable)
     app.layout = html.Div(
         [
             html.Header(

@@ -91,7 +91,6 @@ DTYPE_BYTES: dict[str, float] = {
     "fp4": 0.5,
     "int4": 0.5,
 }
-FRAMEWORKS = ("vllm", "trtllm", "nim")
 
 
 def dtype_supported(gpu: GpuSpec, dtype: str) -> str | None:

@@ -60,7 +60,7 @@ def nim_env(profile: EngineProfile, b: Bounds) -> str:
     if profile.kv_dtype == "fp8":
         passthrough += ["--kv-cache-dtype", "fp8"]
     lines = [
-        f"NIM_MODEL_PATH=hf://{profile.model_id}",
+        f"NIM_MODEL_PATH={shlex.quote('hf://' + profile.model_id)}",
         f"NIM_MAX_MODEL_LEN={b.max_seq_len}",
     ]
     if profile.tensor_parallel > 1:

@@ -40,12 +40,13 @@ def parse_startup_log(text: str) -> Measured | None:
             found.append(Measured(_int(m.group(1)), "trtllm", line.strip()))
     if found:
         return min(found, key=lambda f: f.kv_tokens)
-    blocks = _VLLM_BLOCKS.search(text)
-    if blocks:
-        size = _VLLM_BLOCK_SIZE.search(text)
-        per = int(size.group(1)) if size else VLLM_DEFAULT_BLOCK
-        line = next(ln for ln in text.splitlines() if _VLLM_BLOCKS.search(ln)).strip()
-        return Measured(_int(blocks.group(1)) * per, "vllm", line)
+    size = _VLLM_BLOCK_SIZE.search(text)
+    per = int(size.group(1)) if size else VLLM_DEFAULT_BLOCK
+    for line in text.splitlines():
+        if m := _VLLM_BLOCKS.search(line):
+            found.append(Measured(_int(m.group(1)) * per, "vllm", line.strip()))
+    if found:
+        return min(found, key=lambda f: f.kv_tokens)
     trt_blocks, trt_per = _TRT_BLOCKS.search(text), _TRT_PER_BLOCK.search(text)
     if trt_blocks and trt_per:
         line = next(ln for ln in text.splitlines() if _TRT_BLOCKS.search(ln)).strip()

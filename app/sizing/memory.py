@@ -3,7 +3,7 @@
 Overhead model, per GPU (calibrated in docs/sizing.md against five published vLLM startup logs;
 estimated KV capacity within 9% of the logged one in each):
 - memory outside PyTorch's pool (CUDA/NCCL buffers): 0.25 GiB on one GPU, 0.5 GiB per GPU when
-  tensor-parallel ranks talk to each other;
+  a replica spans several GPUs (their ranks talk to each other);
 - the activation peak of the largest forward pass the engine profiles, which scales with the
   tokens in one step (`max_num_tokens`, vLLM's max-num-batched-tokens) times the hidden size:
   40 bytes per token per hidden unit. Hidden states are replicated across tensor-parallel ranks,
@@ -58,8 +58,8 @@ class Memory:
 
     @property
     def fits(self) -> bool:
-        """True when the weights and overhead leave room for at least some KV cache."""
-        return self.kv_budget > 0
+        """True when there is room for some KV cache (a logged capacity says so itself)."""
+        return self.kv_capacity_tokens > 0 if self.measured else self.kv_budget > 0
 
     @property
     def unused(self) -> float:
@@ -78,18 +78,26 @@ def replica_memory(
     step_tokens: int | None = None,
     overhead: float | None = None,
     measured_kv_tokens: int | None = None,
+    fraction_of_free: bool = False,
 ) -> Memory:
     """kv_budget = gpu_mem × gpus × fraction − weights − overhead; capacity = budget / per-token.
 
-    A measured KV capacity (from the engine's own log) replaces the estimate; `overhead` given
-    explicitly replaces the overhead model (the worked example of DESIGN §7 uses 0)."""
+    That is vLLM's `gpu_memory_utilization`. TensorRT-LLM's `free_gpu_memory_fraction` is a
+    share of what is left after weights and activations: with `fraction_of_free` the budget is
+    (gpu_mem × gpus − weights − overhead) × fraction. A measured KV capacity (from the engine's
+    own log) replaces the estimate; `overhead` given explicitly replaces the overhead model (the
+    worked example of DESIGN §7 uses 0)."""
     total = gpu_memory_bytes * gpus
-    usable = total * memory_fraction
     weights = weights_bytes(model, weight_dtype)
     if overhead is None:
         overhead = overhead_bytes(model, gpus, step_tokens or DEFAULT_STEP_TOKENS)
     per_token = kv_bytes_per_token(model, kv_dtype)
-    budget = usable - weights - overhead
+    if fraction_of_free:
+        budget = (total - weights - overhead) * memory_fraction
+        usable = weights + overhead + max(budget, 0)
+    else:
+        usable = total * memory_fraction
+        budget = usable - weights - overhead
     if measured_kv_tokens is not None:
         return Memory(
             gpus, total, usable, weights, overhead, budget, per_token, measured_kv_tokens, True

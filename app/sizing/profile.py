@@ -6,9 +6,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.sizing.catalog import GPUS, MODELS, GpuSpec, ModelSpec
+from app.sizing.catalog import GPUS, MODELS, GpuSpec, ModelSpec, dtype_supported
 
-Dtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "fp4", "int4"]
+WeightDtype = Literal["bf16", "fp16", "fp8", "int8", "fp4", "int4"]
+# What the engines' KV caches take: vLLM bf16/fp16/fp8; TensorRT-LLM adds int8.
+KvDtype = Literal["bf16", "fp16", "fp8", "int8"]
+HF_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$"
 
 
 class EngineProfile(BaseModel):
@@ -17,7 +20,12 @@ class EngineProfile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str = Field(description="A catalog model (e.g. llama-3.1-8b) or 'custom'.")
-    hf_model: str | None = Field(None, description="Model id for the commands; catalog default.")
+    hf_model: str | None = Field(
+        None,
+        pattern=HF_ID,
+        max_length=200,
+        description="Model id for the commands (e.g. org/name); the catalog's by default.",
+    )
     params: float | None = Field(None, gt=0, description="Custom model: parameter count.")
     layers: int | None = Field(None, gt=0, description="Custom model: transformer layers.")
     kv_heads: int | None = Field(None, gt=0, description="Custom model: key/value heads.")
@@ -28,8 +36,8 @@ class EngineProfile(BaseModel):
     gpu_memory_gib: float | None = Field(None, gt=0, description="Override the GPU's memory.")
     tensor_parallel: int = Field(1, ge=1, le=64)
     pipeline_parallel: int = Field(1, ge=1, le=64)
-    weight_dtype: Dtype = "bf16"
-    kv_dtype: Dtype = "bf16"
+    weight_dtype: WeightDtype = "bf16"
+    kv_dtype: KvDtype = "bf16"
     memory_fraction: float = Field(
         0.9, gt=0, le=1, description="gpu_memory_utilization / free_gpu_memory_fraction."
     )
@@ -62,6 +70,15 @@ class EngineProfile(BaseModel):
             )
         if self.max_input_len and self.max_seq_len and self.max_input_len >= self.max_seq_len:
             raise ValueError("max_input_len must be smaller than max_seq_len")
+        context = self.spec().max_position_embeddings
+        if self.max_seq_len and self.max_seq_len > context:
+            raise ValueError(
+                f"max_seq_len {self.max_seq_len:,} is beyond the model's context of {context:,}"
+            )
+        for dtype in (self.weight_dtype, self.kv_dtype):
+            reason = dtype_supported(self.gpu_spec(), dtype)
+            if reason:
+                raise ValueError(reason)
         return self
 
     @property

@@ -61,6 +61,10 @@ def bounds_from_traffic(
     max_output = round_up(t.osl_q, granularity)
     # Never below what one request needs: a full prompt plus at least one granule of output.
     max_seq = max(round_up(t.seq_q, granularity), max_input + granularity)
+    if granularity * 2 > max_context:
+        raise ValueError(
+            f"granularity: {granularity:,} is too coarse for a {max_context:,}-token context"
+        )
     if max_seq > max_context:
         notes.append(
             f"the traffic asks for {max_seq:,} tokens but the model's context is "
@@ -90,7 +94,7 @@ def capacity(memory: Memory, max_seq_len: int | None, mean_kv_tokens: float | No
 def batch_and_step(
     t: Traffic, expected: float | None, max_input: int, headroom: float = DEFAULT_HEADROOM
 ) -> tuple[int | None, int, list[str]]:
-    """max_batch_size: what the KV cache holds; checked against the peak demand (Little's law).
+    """max_batch_size: the peak demand (Little's law) + headroom, at most what the KV cache holds.
 
     max_num_tokens: the prefill tokens of a quarter second at the peak minute, between 2,048
     and 16,384; prompts longer than that are prefilled in chunks (chunked prefill)."""
@@ -101,6 +105,8 @@ def batch_and_step(
         batch = room // 8 * 8 if room >= 8 else room
         if t.mean_e2e_s:
             demand = t.peak_rate * t.mean_e2e_s  # requests in flight at the peak minute
+            wanted = max(8, math.ceil(demand * (1 + headroom) / 8) * 8)
+            batch = min(wanted, room)
             if demand * (1 + headroom) > room:
                 notes.append(
                     f"the peak minute keeps {demand:,.0f} requests in flight (+{headroom:.0%} "
@@ -108,8 +114,8 @@ def batch_and_step(
                 )
             else:
                 notes.append(
-                    f"the peak minute keeps {demand:,.1f} requests in flight; one replica holds "
-                    f"about {room:,}"
+                    f"max_batch_size covers the peak minute's {demand:,.1f} requests in flight "
+                    f"+{headroom:.0%}; the KV cache would hold about {room:,}"
                 )
     wanted = min(max(t.peak_prefill_tps * STEP_SECONDS, MIN_STEP_TOKENS), MAX_STEP_TOKENS)
     step = round_up(wanted, DEFAULT_GRANULARITY)
@@ -132,4 +138,5 @@ def memory_for(profile: EngineProfile, step_tokens: int | None) -> Memory:
         memory_fraction=profile.memory_fraction,
         step_tokens=step_tokens,
         measured_kv_tokens=profile.measured_kv_tokens,
+        fraction_of_free=profile.framework == "trtllm",
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.sizing.catalog import GIB, GPUS, dtype_supported
 from app.sizing.commands import commands
@@ -88,6 +88,10 @@ def _gib(value: float) -> str:
     return f"{value / GIB:,.1f} GiB"
 
 
+def _n(value: int | None) -> str:
+    return "–" if value is None else f"{value:,}"
+
+
 def _whatifs(profile: EngineProfile, rec: Bounds, t: Traffic) -> list[WhatIf]:
     gpu = profile.gpu_spec()
     variants: list[tuple[str, dict]] = [
@@ -101,9 +105,16 @@ def _whatifs(profile: EngineProfile, rec: Bounds, t: Traffic) -> list[WhatIf]:
         for name in GPUS
         if name != gpu.name
     ]
+    # A logged capacity belongs to today's build: alternatives are estimates, scaled by how far
+    # the estimate for today's build is from what its engine logged.
+    scale = 1.0
+    if profile.measured_kv_tokens:
+        estimate = memory_for(profile.model_copy(update={"measured_kv_tokens": None}), None)
+        if estimate.kv_capacity_tokens:
+            scale = profile.measured_kv_tokens / estimate.kv_capacity_tokens
     out = []
     for label, change in variants:
-        alt = profile.model_copy(update=change)
+        alt = profile.model_copy(update={**change, "measured_kv_tokens": None})
         alt_gpu = alt.gpu_spec()
         reason = dtype_supported(alt_gpu, alt.weight_dtype) or dtype_supported(
             alt_gpu, alt.kv_dtype
@@ -111,11 +122,9 @@ def _whatifs(profile: EngineProfile, rec: Bounds, t: Traffic) -> list[WhatIf]:
         if reason:
             out.append(WhatIf(label, reason))
             continue
-        if "gpu" not in change:
-            alt = alt.model_copy(
-                update={"measured_kv_tokens": None}
-            )  # the log was for the old build
         mem = memory_for(alt, rec.max_num_tokens)
+        if scale != 1.0 and mem.fits:
+            mem = replace(mem, kv_capacity_tokens=int(mem.kv_capacity_tokens * scale))
         caveat = LOW_PRECISION_CAVEAT if "dtype" in " ".join(change) else None
         if not mem.fits:
             reason = f"does not fit: weights {_gib(mem.weights)} + overhead {_gib(mem.overhead)}"
@@ -158,6 +167,8 @@ def rightsize(
                 "the engine may use. Use more GPUs (tensor parallel), a bigger GPU or FP8 weights."
             ),
             memory_now=now,
+            recommended=recommended,
+            whatifs=_whatifs(profile, recommended, traffic) if recommended else [],
             **base,
         )
     if traffic.requests == 0 or recommended is None:
@@ -214,6 +225,12 @@ def _verdict(
             f"{rec.max_input_len:,} and max_seq_len {rec.max_seq_len:,}."
         )
     built = f"Built for {cur.max_input_len or cur.max_seq_len:,}-token prompts"
+    if now.worst == 0:
+        return (
+            f"{built}, but today's KV cache cannot hold one full-length request of "
+            f"{cur.max_seq_len:,} tokens; {needed}: rebuild with max_seq_len "
+            f"{rec.max_seq_len:,} ({_n(after.worst)} full-length requests fit)."
+        )
     if now.worst and after.worst and after.worst > now.worst:
         gain = after.worst / now.worst
         return (

@@ -9,30 +9,31 @@ import asyncio
 import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import get_args
+from urllib.parse import urlencode
 
 import dash
 from dash import Dash, Input, Output, State, dcc, html
-from pydantic import ValidationError
 
 from app.analytics import shapes
 from app.analytics.filters import Filter
 from app.dashboard import filterbar, ids
 from app.dashboard.figures import Bounds, heatmap_figure, memory_figure
 from app.dashboard.pages import register_page
-from app.rightsizing import recommend
-from app.sizing.catalog import FRAMEWORKS, GIB, GPUS, MODELS
-from app.sizing.logparse import parse_startup_log
-from app.sizing.profile import EngineProfile
+from app.rightsizing import NoProfile, edited_profile, load_profile, recommend
+from app.sizing.catalog import GIB, GPUS, MODELS
+from app.sizing.profile import EngineProfile, KvDtype, WeightDtype
 from app.sizing.rightsize import Recommendation
 from app.storage.database import Database
 from app.storage.engines import delete_profile, get_profile, list_profiles, put_profile
 
 WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
 COVERAGES = {"0.99": "99%", "0.999": "99.9%", "0.9999": "99.99%"}
-DTYPES = ("bf16", "fp16", "fp8", "int8", "fp4", "int4")
 CURRENT_COLOUR, RECOMMENDED_COLOUR = "#d1495b", "#2a9d8f"
 NUMBER_FIELDS = (
-    ("tensor_parallel", "tensor parallel (GPUs)"),
+    ("tensor_parallel", "tensor parallel"),
+    ("pipeline_parallel", "pipeline parallel"),
+    ("gpu_memory_gib", "GPU memory GiB (override)"),
     ("memory_fraction", "memory fraction"),
     ("max_input_len", "max_input_len"),
     ("max_seq_len", "max_seq_len"),
@@ -43,9 +44,9 @@ NUMBER_FIELDS = (
 SELECT_FIELDS = (
     ("model", "model", tuple(MODELS)),
     ("gpu", "GPU", tuple(GPUS)),
-    ("weight_dtype", "weight dtype", DTYPES),
-    ("kv_dtype", "KV cache dtype", DTYPES),
-    ("framework", "framework", FRAMEWORKS),
+    ("weight_dtype", "weight dtype", get_args(WeightDtype)),
+    ("kv_dtype", "KV cache dtype", get_args(KvDtype)),
+    ("framework", "framework", get_args(EngineProfile.model_fields["framework"].annotation)),
 )
 
 
@@ -76,14 +77,17 @@ def _fleet(db: Database, start: datetime, end: datetime, coverage: float) -> htm
         try:
             r = recommend(db, name, start=start, end=end, coverage=coverage)
             verdict, status = r.verdict, r.status
-        except ValidationError as exc:
-            verdict, status = f"profile is invalid: {exc.errors()[0]['msg']}", "invalid"
+        except NoProfile as exc:  # a stored profile that is no longer valid
+            verdict, status = str(exc), "invalid"
         rows.append(
             html.Tr(
                 [
-                    html.Td(dcc.Link(name, href=f"/rightsizing?engine={name}")),
+                    html.Td(dcc.Link(name, href="/rightsizing?" + urlencode({"engine": name}))),
                     html.Td(stored.get("model", "")),
-                    html.Td(f"{stored.get('tensor_parallel', 1)}× {stored.get('gpu', '')}"),
+                    html.Td(
+                        f"{stored.get('tensor_parallel', 1) * stored.get('pipeline_parallel', 1)}× "
+                        f"{stored.get('gpu', '')}"
+                    ),
                     html.Td(status),
                     html.Td(verdict, className="verdict-cell"),
                 ]
@@ -218,7 +222,7 @@ def _whatif(r: Recommendation) -> html.Table:
     )
 
 
-def _editor(engine: str, profile: dict) -> html.Div:
+def _editor(engine: str, profile: dict, editable: bool = True) -> html.Div:
     fields = []
     for name, label, options in SELECT_FIELDS:
         fields.append(
@@ -266,9 +270,21 @@ def _editor(engine: str, profile: dict) -> html.Div:
             ),
             html.Div(
                 [
-                    html.Button("Save profile", id=ids.RIGHTSIZING_SAVE, className="primary"),
-                    html.Button("Delete profile", id=ids.RIGHTSIZING_DELETE, className="danger"),
-                    html.Span(id=ids.RIGHTSIZING_SAVED, className="muted"),
+                    html.Button(
+                        "Save profile",
+                        id=ids.RIGHTSIZING_SAVE,
+                        className="primary",
+                        disabled=not editable,
+                    ),
+                    html.Button(
+                        "Delete profile",
+                        id=ids.RIGHTSIZING_DELETE,
+                        className="danger",
+                        disabled=not editable,
+                    ),
+                    html.Span(
+                        "" if editable else READ_ONLY, id=ids.RIGHTSIZING_SAVED, className="muted"
+                    ),
                 ],
                 className="editor-actions",
             ),
@@ -280,7 +296,7 @@ def _editor(engine: str, profile: dict) -> html.Div:
     )
 
 
-def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
+def layout_for(db: Database, query: dict, now: datetime, editable: bool = True) -> html.Div:
     """The page for a URL query: the fleet, or one engine."""
     engine = query.get("engine") or None
     window = query.get("window") if query.get("window") in WINDOWS else "7d"
@@ -313,9 +329,16 @@ def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
             )
         )
         starter = EngineProfile(model="llama-3.1-8b", gpu="H100")  # the editor's defaults
-        parts.append(_editor(engine, starter.model_dump()))
+        parts.append(_editor(engine, starter.model_dump(), editable))
         return html.Div(parts)
-    profile = EngineProfile.model_validate(stored)
+    try:
+        profile = load_profile(db, engine)
+    except NoProfile as exc:  # stored before a catalog change, say: show it, let it be fixed
+        parts.append(
+            html.Div(str(exc), className="verdict does-not-fit", id=ids.RIGHTSIZING_VERDICT)
+        )
+        parts.append(_editor(engine, stored, editable))
+        return html.Div(parts)
     r = recommend(db, engine, start=start, end=end, coverage=float(coverage), profile=profile)
     parts.append(html.Div(r.verdict, className=f"verdict {r.status}", id=ids.RIGHTSIZING_VERDICT))
     if r.status == "ok":
@@ -359,45 +382,43 @@ def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
         ]
     elif r.memory_now is not None:
         parts.append(html.Div([html.H3("Memory of one replica"), _memory(r)]))
+        if r.whatifs:
+            parts.append(html.Div([html.H3("What if"), _whatif(r)]))
     if r.notes:
         parts.append(html.Ul([html.Li(n) for n in r.notes], className="notes"))
-    parts.append(_editor(engine, profile.model_dump()))
+    parts.append(_editor(engine, profile.model_dump(), editable))
     return html.Div(parts)
 
 
 def save_profile(db: Database, engine: str, values: dict, now: datetime) -> str | None:
-    """Validate and store an edited profile; the error message when it is invalid."""
+    """Validate and store an edited profile; the error message (naming the field) if invalid."""
     stored = get_profile(db.cursor(), engine) or {}
     data = {**stored, **{k: v for k, v in values.items() if k != "startup_log"}}
     data = {k: v for k, v in data.items() if v not in (None, "")}
-    log = values.get("startup_log")
-    if log:
-        measured = parse_startup_log(log)
-        if measured is None:
-            return (
-                "startup log: no KV cache size found; paste the line 'GPU KV cache size: N "
-                "tokens' (vLLM) or '… max tokens in paged KV cache (N)' (TensorRT-LLM)"
-            )
-        data["measured_kv_tokens"] = measured.kv_tokens
-        data["measured_source"] = f"{measured.framework} startup log: {measured.line[:200]}"
-    elif stored.get("gpu") != data.get("gpu") or stored.get("model") != data.get("model"):
-        # a measured capacity belongs to the build it was logged for
-        data.pop("measured_kv_tokens", None)
-        data.pop("measured_source", None)
     try:
-        profile = EngineProfile.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "profile"
-        return f"{where}: {first['msg']}"
+        profile = edited_profile(stored or None, data, values.get("startup_log"))
+    except ValueError as exc:
+        return str(exc)
     put_profile(db.cursor(), engine, json.loads(profile.model_dump_json(exclude_none=True)), now)
     return None
 
 
-def register(app: Dash, db: Database, clock: Callable[[], datetime]) -> None:
-    """Register the page at /rightsizing and the profile editor's save callback."""
+READ_ONLY = (
+    "Profiles can be edited here only while the server listens on a loopback address (there "
+    "are no logins yet); use PUT /api/engines/{name} with an admin token."
+)
+
+
+def register(
+    app: Dash, db: Database, clock: Callable[[], datetime], *, editable: bool = True
+) -> None:
+    """Register the page at /rightsizing and the profile editor's save and delete callbacks."""
     register_page(
-        __name__, "/rightsizing", "Rightsizing", 4, lambda **query: layout_for(db, query, clock())
+        __name__,
+        "/rightsizing",
+        "Rightsizing",
+        4,
+        lambda **query: layout_for(db, query, clock(), editable),
     )
     names = [name for name, _, _ in SELECT_FIELDS] + [name for name, _ in NUMBER_FIELDS]
     names.append("startup_log")
@@ -412,13 +433,15 @@ def register(app: Dash, db: Database, clock: Callable[[], datetime]) -> None:
         prevent_initial_call=True,
     )
     async def _save(_clicks, engine, *rest):
+        if not editable:  # checked here too: a request can reach the callback without the page
+            return READ_ONLY, dash.no_update
         *values, href = rest
         error = await asyncio.to_thread(
             save_profile, db, engine, dict(zip(names, values, strict=True)), clock()
         )
         if error:
             return error, dash.no_update
-        base = (href or f"/rightsizing?engine={engine}").split("&saved=")[0]
+        base = (href or "/rightsizing?" + urlencode({"engine": engine})).split("&saved=")[0]
         stamp = int(clock().timestamp())
         return "saved", f"{base}{'&' if '?' in base else '?'}saved={stamp}"
 
@@ -430,5 +453,7 @@ def register(app: Dash, db: Database, clock: Callable[[], datetime]) -> None:
         prevent_initial_call=True,
     )
     async def _delete(_clicks, engine):
+        if not editable:
+            return READ_ONLY, dash.no_update
         await asyncio.to_thread(lambda: delete_profile(db.cursor(), engine))
-        return "deleted", "/rightsizing?deleted=" + engine
+        return "deleted", "/rightsizing?" + urlencode({"deleted": engine})
