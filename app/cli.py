@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -214,30 +215,49 @@ def _granularity(text: str) -> int:
     return int(text)
 
 
-def cmd_recommend(args: argparse.Namespace) -> int:
-    """Print an engine's rightsizing recommendation (text, or JSON with --json)."""
-    from app.rightsizing import NoProfile, recommend, recommendation_dict
+def _engine_report(
+    args: argparse.Namespace,
+    build: Callable[[Database, Settings], Any],
+    as_dict: Callable[[Any], dict],
+) -> tuple[Any, int]:
+    """Build an engine's report from the database (read-only). Prints the JSON (--json) or the
+    verdict line; returns (report, 0) when the caller prints the rest, else (None, exit code)."""
+    from app.rightsizing import NoProfile
 
     settings = _settings(args)
-    end = datetime.now(UTC)
-    start = end - _since(args.since)
     with Database(settings.db, read_only=True).open() as db:
         try:
-            r = recommend(
-                db,
-                args.engine,
-                start=start,
-                end=end,
-                coverage=args.coverage,
-                granularity=args.granularity,
-            )
+            r = build(db, settings)
         except NoProfile as exc:
             print(f"error: {exc}", file=sys.stderr)
-            return 1
+            return None, 1
     if args.json:
-        print(json.dumps(recommendation_dict(r), indent=2, default=str))
-        return 0
+        print(json.dumps(as_dict(r), indent=2, default=str))
+        return None, 0
     print(f"{r.engine}: {r.verdict}")
+    return r, 0
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    """Print an engine's rightsizing recommendation (text, or JSON with --json)."""
+    from app.rightsizing import recommend, recommendation_dict
+
+    end = datetime.now(UTC)
+    start = end - _since(args.since)
+    r, code = _engine_report(
+        args,
+        lambda db, _settings: recommend(
+            db,
+            args.engine,
+            start=start,
+            end=end,
+            coverage=args.coverage,
+            granularity=args.granularity,
+        ),
+        recommendation_dict,
+    )
+    if r is None:
+        return code
     if r.recommended:
         cur, rec = r.current, r.recommended
         print(f"  requests in the last {args.since}: {r.traffic.requests:,}")
@@ -254,6 +274,43 @@ def cmd_recommend(args: argparse.Namespace) -> int:
                 print(f"    {line}")
     for note in r.notes:
         print(f"  note: {note}")
+    return 0
+
+
+def cmd_seasonal(args: argparse.Namespace) -> int:
+    """Print an engine's day/night plans (text, or JSON with --json)."""
+    from app.rightsizing import seasonal, seasonal_dict
+    from app.sizing.seasonal import window_label
+
+    r, code = _engine_report(
+        args,
+        lambda db, settings: seasonal(
+            db,
+            args.engine,
+            now=datetime.now(UTC),
+            tz=settings.tz,
+            weeks=args.weeks,
+            threshold=settings.seasonal_threshold,
+        ),
+        seasonal_dict,
+    )
+    if r is None:
+        return code
+    if r.result:
+        print(f"  {r.requests:,} requests over {r.weeks} weeks, hours in {r.tz}")
+        for plan in (r.result.static, r.result.hourly, r.result.split):
+            if plan is None:
+                continue
+            windows = ", ".join(
+                f"{window_label(c.hours)} max_seq_len {c.max_seq_len:,}" for c in plan.configs
+            )
+            cost = f", {plan.cost_week:,.0f} per week" if plan.cost_week else ""
+            print(
+                f"  {plan.name:<9} {plan.gpu_hours_week:>8,.0f} GPU-hours/week{cost}  ({windows})"
+            )
+        for block in r.commands:
+            print(f"  {block['window']}:")
+            print(f"    {block[next(k for k in block if k != 'window')]}")
     return 0
 
 
@@ -327,6 +384,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="round bounds up to this (default 256)",
     )
     rec.add_argument("--json", action="store_true", help="print the recommendation as JSON")
+
+    sea = add("seasonal", cmd_seasonal, "Day/night engine plans for an engine.")
+    sea.add_argument("--engine", required=True, help="engine name (with a stored profile)")
+    sea.add_argument("--weeks", type=int, default=4, help="whole weeks up to now (default 4)")
+    sea.add_argument("--json", action="store_true", help="print the plans as JSON")
     return parser
 
 

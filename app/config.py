@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     reject_raw_chars: int = Field(
         4096, ge=64, description="How much of a rejected item's raw text `rejects` keeps."
     )
+    seasonal_threshold: float = Field(
+        0.10, ge=0, le=1, description="Seasonal engines are advised only when they save this share."
+    )
     log_level: str = Field("info", description="Log level: debug, info, warning, error.")
 
     @field_validator("tz")

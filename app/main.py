@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from app import __version__
-from app.api import engines, health, latency, shapes
+from app.api import drift, engines, health, latency, shapes
 from app.config import Settings
 from app.dashboard.shell import mount
 from app.storage.database import Database
@@ -113,7 +113,13 @@ def create_app(
     app.include_router(shapes.router)
     app.include_router(latency.router)
     app.include_router(engines.router)
+    app.include_router(drift.router)
     mount(
-        app, database, clock, settings.tz, editable=settings.host in LOOPBACK
+        app,
+        database,
+        clock,
+        settings.tz,
+        editable=settings.host in LOOPBACK,
+        seasonal_threshold=settings.seasonal_threshold,
     )  # last: Dash adds a catch-all GET route for its pages
     return app

@@ -5,21 +5,40 @@ from, so all four show the same numbers."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from datetime import datetime, timedelta
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
 
+from app.analytics.drift import WEEK, beyond, engine_weeks
 from app.analytics.engine_load import engine_load, rejected
 from app.analytics.filters import Filter
+from app.analytics.seasonal import hourly_load, local_hour_seconds
 from app.sizing.catalog import GIB
+from app.sizing.commands import commands
+from app.sizing.drift import Finding, findings
 from app.sizing.logparse import parse_startup_log
 from app.sizing.profile import EngineProfile
-from app.sizing.recommend import DEFAULT_COVERAGE, DEFAULT_GRANULARITY, Traffic
+from app.sizing.recommend import (
+    DEFAULT_COVERAGE,
+    DEFAULT_GRANULARITY,
+    DEFAULT_HEADROOM,
+    Bounds,
+    Traffic,
+    memory_for,
+)
 from app.sizing.rightsize import Recommendation, proposed_bounds, rightsize
+from app.sizing.seasonal import (
+    DEFAULT_THRESHOLD,
+    HourDemand,
+    Seasonal,
+    demand_from,
+    plans,
+    window_label,
+)
 from app.storage.database import Database
-from app.storage.engines import get_profile
+from app.storage.engines import get_profile, list_profiles
 
 DEFAULT_WINDOW = timedelta(days=7)
 
@@ -192,3 +211,173 @@ def recommendation_dict(r: Recommendation) -> dict[str, Any]:
         ],
         "notes": r.notes,
     }
+
+
+@dataclass(frozen=True)
+class SeasonalReport:
+    """An engine's seasonal plans over whole weeks, with commands for each window."""
+
+    engine: str
+    start: datetime
+    end: datetime
+    tz: str
+    weeks: int
+    requests: int
+    demand: HourDemand | None
+    result: Seasonal | None
+    commands: list[dict[str, str]]
+    verdict: str
+
+
+def seasonal(
+    db: Database,
+    engine: str,
+    *,
+    now: datetime,
+    tz: str,
+    weeks: int = 4,
+    coverage: float = DEFAULT_COVERAGE,
+    granularity: int = DEFAULT_GRANULARITY,
+    headroom: float = DEFAULT_HEADROOM,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> SeasonalReport:
+    """Plans (a) static, (b) hourly, (c) the best day/night split for the last whole weeks."""
+    profile = load_profile(db, engine)
+    end = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    start = end - timedelta(weeks=weeks)
+    load = hourly_load(
+        db.cursor(), Filter(start=start, end=end, engines=(engine,)), tz, granularity
+    )
+    requests = int(load["count"].sum())
+    if requests == 0:
+        verdict = f"Not enough data: no requests for engine {engine} in the last {weeks} weeks."
+        return SeasonalReport(engine, start, end, tz, weeks, 0, None, None, [], verdict)
+    demand = demand_from(
+        load["cells"],
+        local_hour_seconds(start, end, tz),
+        load["footprint_sum"],
+        load["count"],
+        load["hist"],
+        granularity,
+    )
+    memory = memory_for(profile, profile.max_num_tokens)
+    if not memory.fits:
+        verdict = f"{engine}'s profile does not fit its GPUs; fix it on the Rightsizing page."
+        return SeasonalReport(engine, start, end, tz, weeks, requests, demand, None, [], verdict)
+    result = plans(
+        demand,
+        kv_capacity=memory.kv_capacity_tokens,
+        gpus=profile.gpus,
+        coverage=coverage,
+        max_context=profile.spec().max_position_embeddings,
+        headroom=headroom,
+        rps_per_replica=profile.measured_rps_per_replica,
+        cost_per_gpu_hour=profile.cost_per_gpu_hour,
+        threshold=threshold,
+    )
+    windows = result.split.configs if result.split else []
+    cmds = [
+        commands(
+            profile,
+            Bounds(w.max_input_len, w.max_seq_len, None, w.slots or None, profile.max_num_tokens),
+        )
+        | {"window": window_label(w.hours)}
+        for w in windows
+    ]
+    return SeasonalReport(
+        engine, start, end, tz, weeks, requests, demand, result, cmds, result.verdict
+    )
+
+
+def seasonal_dict(r: SeasonalReport) -> dict[str, Any]:
+    """The seasonal report as JSON."""
+
+    def plan(p):
+        if p is None:
+            return None
+        return {
+            "name": p.name,
+            "gpu_hours_week": p.gpu_hours_week,
+            "cost_week": p.cost_week,
+            "replicas_per_hour": p.replicas,
+            "windows": [
+                {
+                    "hours": window_label(c.hours),
+                    "max_input_len": c.max_input_len,
+                    "max_seq_len": c.max_seq_len,
+                    "requests_per_replica": c.slots,
+                }
+                for c in p.configs
+            ],
+        }
+
+    d = r.demand
+    return {
+        "engine": r.engine,
+        "window": {"start": r.start.isoformat(), "end": r.end.isoformat(), "weeks": r.weeks},
+        "tz": r.tz,
+        "requests": r.requests,
+        "verdict": r.verdict,
+        "hours": None
+        if d is None
+        else [
+            {
+                "hour": h,
+                "mean_rate": round(float(d.mean_rate[h]), 6),
+                "peak_rate": round(float(d.peak_rate[h]), 6),
+                "in_flight_peak": round(float(d.in_flight[h]), 3),
+                "kv_tokens_peak": round(float(d.kv_tokens[h]), 1),
+            }
+            for h in range(24)
+        ],
+        "plans": None
+        if r.result is None
+        else {
+            "static": plan(r.result.static),
+            "hourly": plan(r.result.hourly),
+            "seasonal": plan(r.result.split),
+            "savings_vs_static": round(r.result.savings_vs_static, 4),
+            "savings_vs_hourly": round(r.result.savings_vs_hourly, 4),
+            "threshold": r.result.threshold,
+        },
+        "commands": r.commands,
+    }
+
+
+def engine_drift(db: Database, engine: str, stored: dict[str, Any], end: datetime) -> list[Finding]:
+    """The drift findings of one engine over the two weeks before end."""
+    try:
+        profile = EngineProfile.model_validate(stored)
+    except ValidationError as exc:
+        # One broken profile must not hide the other engines' drift.
+        message = (
+            f"the stored profile is no longer valid ({problem(exc).removeprefix('profile: ')}): "
+            f"save it again with PUT /api/engines/{engine} or on the Rightsizing page"
+        )
+        return [Finding(engine, "profile", "warning", message, 0.0)]
+    cur = db.cursor()
+    bounds = (profile.max_input_len, profile.max_seq_len)
+    weeks = engine_weeks(cur, engine, end)
+    counts = beyond(cur, engine, end - WEEK, end, *bounds)
+    return findings(engine, bounds, weeks, counts)
+
+
+def drift_report(db: Database, end: datetime) -> dict[str, Any]:
+    """Findings of every engine with a stored profile, by engine name, as JSON."""
+    engines = []
+    for name, stored in list_profiles(db.cursor()).items():
+        rows = engine_drift(db, name, stored, end)
+        engines.append(
+            {
+                "engine": name,
+                "findings": [{k: v for k, v in asdict(f).items() if k != "engine"} for f in rows],
+            }
+        )
+    return {"end": end.isoformat(), "engines": engines}
+
+
+def engine_findings(db: Database, end: datetime) -> list[list[Finding]]:
+    """Drift findings of every profiled engine over the week before end."""
+    return [
+        engine_drift(db, name, stored, end) for name, stored in list_profiles(db.cursor()).items()
+    ]

@@ -214,6 +214,50 @@ def test_rightsizing_page_recommends_and_a_profile_edit_changes_it(demo_live, br
     assert errors == []
 
 
+def test_seasonal_page_shows_the_night_batch_window(settings, browser, tmp_path):
+    # Four weeks of demo traffic ending now: its night summarisation batch (22:00-06:00) on
+    # llm-70b is the long-context window of the best split.
+    with Database(settings.db).open() as db:
+        demo.seed(db, requests=20000, days=28)
+    gen = serve(settings)
+    live = next(gen)
+    try:
+        page = browser.new_page(viewport={"width": 1366, "height": 768})
+        errors = _errors(page)
+        page.goto(live.url + "/seasonal?engine=llm-70b&weeks=4")
+        verdict = page.locator("#seasonal-verdict")
+        verdict.wait_for(timeout=30_000)
+        assert verdict.inner_text().startswith("Run one engine")
+        page.locator("#seasonal-matrix .heatmaplayer").wait_for(timeout=30_000)
+        legend = page.locator("#seasonal-matrix .legend").text_content()
+        with live.client() as c:
+            body = c.get("/api/engines/llm-70b/seasonal", params={"weeks": 4}).json()
+        windows = body["plans"]["seasonal"]["windows"]
+        for w in windows:
+            assert w["hours"] in legend  # both windows are drawn on the matrix
+        # The long-context window covers the night batch's hours (22:00-06:00).
+        long_window = max(windows, key=lambda w: w["max_seq_len"])["hours"]
+        start, end = (int(t[:2]) for t in long_window.split("–"))
+        hours = {h % 24 for h in range(start, end if end > start else end + 24)}
+        assert set(range(22, 24)) | set(range(0, 6)) <= hours
+        assert "GPU-hours" in page.locator("#seasonal-plans").inner_text()
+        cards = page.locator("#seasonal-windows").inner_text()
+        assert cards.count("trtllm-build") == 2
+        page.screenshot(path=str(tmp_path / "seasonal.png"), full_page=True)
+        if os.environ.get("TOKENSHAPE_SCREENSHOTS"):
+            page.screenshot(
+                path=os.environ["TOKENSHAPE_SCREENSHOTS"] + "/seasonal.png", full_page=True
+            )
+        # Drift on the Overview: the over-provisioned chat-8b is named.
+        page.goto(live.url + "/")
+        drift = page.locator("#drift-panel")
+        drift.wait_for(timeout=30_000)
+        assert "chat-8b" in drift.inner_text() and "over-provisioned" in drift.inner_text()
+        assert errors == []
+    finally:
+        gen.close()
+
+
 def test_shapes_empty_window_shows_what_to_do(demo_live, browser):
     page = browser.new_page()
     errors = _errors(page)

@@ -167,6 +167,18 @@ def test_recommend_prints_the_verdict_commands_and_json(tmp_path):
     assert "Traceback" not in missing.stderr + bad.stderr
 
 
+def test_seasonal_prints_plans_and_json(tmp_path):
+    db = str(tmp_path / "s.duckdb")
+    cli("demo", "--db", db, "--requests", "20000", "--days", "28")
+    out = cli("seasonal", "--engine", "llm-70b", "--db", db).stdout
+    assert out.startswith("llm-70b: Run one engine")
+    assert "static" in out and "hourly" in out and "seasonal" in out
+    body = json.loads(cli("seasonal", "--engine", "llm-70b", "--db", db, "--json").stdout)
+    assert body["plans"]["seasonal"]["windows"][0]["max_seq_len"] > 0
+    missing = cli("seasonal", "--engine", "nope", "--db", db, check=False)
+    assert missing.returncode == 1 and "has no profile" in missing.stderr
+
+
 def test_locked_database_gets_one_clear_line(tmp_path):
     db = tmp_path / "l.duckdb"
     server = start_server(db, free_port())

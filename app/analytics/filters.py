@@ -17,6 +17,8 @@ class Filter:
     gateways: tuple[str, ...] = ()
     tenants: tuple[str, ...] = ()
     statuses: tuple[str, ...] = field(default=())
+    hours: tuple[int, ...] = ()  # local hours of day in `tz` (seasonal windows)
+    tz: str = "UTC"
 
     def where(self) -> tuple[str, list]:
         """SQL condition (never empty) and its parameters, in order."""
@@ -39,4 +41,7 @@ class Filter:
                 # A list parameter: one placeholder whatever the number of values.
                 parts.append(f"list_contains(?, {column})")
                 params.append(list(values))
+        if self.hours:
+            parts.append("list_contains(?, hour(started_at AT TIME ZONE ?))")
+            params += [list(self.hours), self.tz]
         return " AND ".join(parts), params

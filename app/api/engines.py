@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from pydantic import BaseModel, Field
 
 from app.api.params import utc
-from app.deps import ClockDep, DbDep
+from app.deps import ClockDep, DbDep, SettingsDep
 from app.rightsizing import (
     DEFAULT_WINDOW,
     NoProfile,
@@ -17,6 +17,8 @@ from app.rightsizing import (
     load_profile,
     recommend,
     recommendation_dict,
+    seasonal,
+    seasonal_dict,
 )
 from app.sizing.profile import EngineProfile
 from app.storage.engines import delete_profile, get_profile, list_profiles, put_profile
@@ -128,3 +130,30 @@ def get_recommendation(
     except ValueError as exc:  # e.g. a granularity too coarse for the model's context
         raise HTTPException(422, detail=f"invalid parameters: {exc}") from None
     return recommendation_dict(r)
+
+
+@router.get("/api/engines/{name}/seasonal", summary="Day/night engine plans for an engine")
+def get_seasonal(
+    name: str,
+    db: DbDep,
+    clock: ClockDep,
+    settings: SettingsDep,
+    weeks: Annotated[int, Query(ge=1, le=12, description="Whole weeks up to the last hour.")] = 4,
+    headroom: Annotated[float, Query(ge=0, le=2, description="Spare capacity per hour.")] = 0.2,
+    coverage: Annotated[
+        float, Query(gt=0.5, lt=1, description="Share of requests to fit.")
+    ] = 0.999,
+) -> dict[str, Any]:
+    """Hourly demand in TOKENSHAPE_TZ, plans (a) static (b) hourly (c) best split, the verdict."""
+    _profile_or_404(db, name)
+    report = seasonal(
+        db,
+        name,
+        now=clock(),
+        tz=settings.tz,
+        weeks=weeks,
+        coverage=coverage,
+        headroom=headroom,
+        threshold=settings.seasonal_threshold,
+    )
+    return seasonal_dict(report)

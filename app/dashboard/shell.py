@@ -10,7 +10,7 @@ from dash import Dash, dcc, html
 from fastapi import FastAPI
 
 from app.dashboard import plotlyjs
-from app.dashboard.pages import latency, overview, rightsizing, shapes, traffic
+from app.dashboard.pages import latency, overview, rightsizing, seasonal, shapes, traffic
 from app.storage.database import Database
 
 
@@ -29,6 +29,7 @@ def mount(
     tz: str = "UTC",
     *,
     editable: bool = True,
+    seasonal_threshold: float = 0.10,
 ) -> Dash:
     """Create the Dash app on `server` (Dash's FastAPI backend) and register the pages.
 
@@ -51,6 +52,7 @@ def mount(
     latency.register(db, clock, tz)
     traffic.register(db, clock, tz)
     rightsizing.register(app, db, clock, editable=editable)
+    seasonal.register(db, clock, tz, seasonal_threshold)
     app.layout = html.Div(
         [
             html.Header(

@@ -51,6 +51,9 @@ class EngineProfile(BaseModel):
     )
     measured_source: str | None = Field(None, description="Where measured_kv_tokens came from.")
     cost_per_gpu_hour: float | None = Field(None, ge=0)
+    measured_rps_per_replica: float | None = Field(
+        None, gt=0, description="Measured requests/s one replica sustains; caps seasonal plans."
+    )
 
     @model_validator(mode="after")
     def _known(self) -> EngineProfile:

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 import dash
-from dash import html
+from dash import dcc, html
 
 log = logging.getLogger("tokenshape.dashboard")
 
@@ -49,3 +49,13 @@ def register_page(
         order=order,
         layout=safe(name, build),
     )
+
+
+def graph(graph_id: str, figure: object) -> dcc.Graph:
+    """A figure with the dashboard's graph settings."""
+    return dcc.Graph(id=graph_id, figure=figure, config={"displaylogo": False})
+
+
+def graph_card(title: str, graph_id: str, figure: object, *extra: object) -> html.Div:
+    """A titled card holding one figure (and optional notes under it)."""
+    return html.Div([html.H3(title), graph(graph_id, figure), *extra], className="card")

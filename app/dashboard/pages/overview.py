@@ -11,7 +11,9 @@ from dash import html
 from app.analytics import overview
 from app.analytics.filters import Filter
 from app.dashboard import filterbar, ids
+from app.dashboard.findings import drift_panel
 from app.dashboard.pages import register_page
+from app.rightsizing import engine_findings
 from app.storage.database import Database
 
 
@@ -144,6 +146,9 @@ def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
         parts.append(filterbar.empty_state(view, ids.OVERVIEW_WINDOW_EMPTY))
     else:
         parts += [_kpi_cards(cur, view, now), html.H3("Per model"), _model_table(frame)]
+    found = [f for engine in engine_findings(db, now) for f in engine]
+    if found:
+        parts.append(drift_panel(found, title="Drift of the last 7 days"))
     parts.append(
         html.P(
             f"Stored: {info['requests']:,} requests from {info['first']:%Y-%m-%d %H:%M} to "

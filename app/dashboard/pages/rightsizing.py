@@ -19,8 +19,9 @@ from app.analytics import shapes
 from app.analytics.filters import Filter
 from app.dashboard import filterbar, ids
 from app.dashboard.figures import Bounds, heatmap_figure, memory_figure
+from app.dashboard.findings import drift_panel
 from app.dashboard.pages import register_page
-from app.rightsizing import NoProfile, edited_profile, load_profile, recommend
+from app.rightsizing import NoProfile, edited_profile, engine_drift, load_profile, recommend
 from app.sizing.catalog import GIB, GPUS, MODELS
 from app.sizing.profile import EngineProfile, KvDtype, WeightDtype
 from app.sizing.rightsize import Recommendation
@@ -386,6 +387,9 @@ def layout_for(db: Database, query: dict, now: datetime, editable: bool = True) 
             parts.append(html.Div([html.H3("What if"), _whatif(r)]))
     if r.notes:
         parts.append(html.Ul([html.Li(n) for n in r.notes], className="notes"))
+    parts.append(
+        drift_panel(engine_drift(db, engine, stored, now), title="Drift of the last 7 days")
+    )
     parts.append(_editor(engine, profile.model_dump(), editable))
     return html.Div(parts)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from dash import dcc, html
+from dash import html
 
 from app.analytics import traffic, windows
 from app.dashboard import figures, filterbar, ids
-from app.dashboard.pages import register_page
+from app.dashboard.pages import graph_card, register_page
 from app.storage.database import Database
 
 
@@ -34,31 +34,17 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
                 ],
                 className="muted",
             ),
-            html.Div(
-                [
-                    html.H3("Requests and tokens per second"),
-                    dcc.Graph(
-                        id=ids.TRAFFIC_RATES,
-                        figure=figures.rates_figure(rates),
-                        config={"displaylogo": False},
-                    ),
-                ],
-                className="card",
+            graph_card(
+                "Requests and tokens per second", ids.TRAFFIC_RATES, figures.rates_figure(rates)
             ),
-            html.Div(
-                [
-                    html.H3("When requests arrive"),
-                    dcc.Graph(
-                        id=ids.TRAFFIC_MATRIX,
-                        figure=figures.weekday_hour_figure(matrix, tz),
-                        config={"displaylogo": False},
-                    ),
-                    html.P(
-                        "Request counts per weekday and hour of day over the window.",
-                        className="muted",
-                    ),
-                ],
-                className="card",
+            graph_card(
+                "When requests arrive",
+                ids.TRAFFIC_MATRIX,
+                figures.weekday_hour_figure(matrix, tz),
+                html.P(
+                    "Request counts per weekday and hour of day over the window.",
+                    className="muted",
+                ),
             ),
         ]
     )

@@ -1,0 +1,28 @@
+"""Drift of every profiled engine's traffic from its bounds and from the week before: /api/drift"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from app.api.params import utc
+from app.deps import ClockDep, DbDep
+from app.rightsizing import drift_report
+
+router = APIRouter(tags=["drift"])
+
+
+@router.get("/api/drift", summary="Drift of every engine's traffic from its bounds")
+def get_drift(
+    db: DbDep,
+    clock: ClockDep,
+    end: Annotated[
+        datetime | None,
+        Query(description="End of the last week (exclusive), ISO 8601; default now."),
+    ] = None,
+) -> dict[str, Any]:
+    """Per engine: requests beyond the bounds, over-provisioning and week-over-week change of
+    the last 7 days before `end` against the 7 days before those, each with a severity."""
+    return drift_report(db, utc(end) or clock())

@@ -1,0 +1,248 @@
+"""Seasonal engines (DESIGN §7): hour-of-day demand, replica plans, the best two-window split.
+
+Model (docs/sizing.md "Seasonal engines"):
+- Per local hour h, over whole weeks: the peak over days of the arrival rate and of the KV
+  demand in token-seconds per second (Σ E2E × (ISL + OSL/2) / seconds in that hour), and the
+  requests in flight at that peak (peak rate × mean E2E, Little's law).
+- A configuration (one set of bounds) admits `slots = kv_capacity // max_seq_len` requests per
+  replica without preemption (every request may grow to max_seq_len), at most its batch size.
+- Replicas for hour h: enough slots and enough KV for the peak with headroom (default 20%);
+  when the profile has a measured per-replica throughput, enough replicas for the peak rate.
+  Decode throughput per replica is assumed not to bind otherwise.
+- Plans: (a) one configuration, replicas for the peak hour all day; (b) the same configuration,
+  replicas per hour; (c) two windows [a, b) and the rest, each with its own bounds (from the
+  window's traffic) and replicas per hour — every split of the 24 hours into two windows of at
+  least four hours is tried; among
+  splits with equal GPU-hours the one whose windows differ most (max_seq_len ratio weighted by
+  the shorter window's length) is shown.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from app.sizing.recommend import DEFAULT_HEADROOM, round_up
+
+DEFAULT_THRESHOLD = 0.10
+# A window shorter than this is not worth an engine swap (a restart takes minutes, and a few
+# hours of traffic say little about a window's shape).
+MIN_WINDOW_HOURS = 4
+
+
+@dataclass(frozen=True)
+class HourDemand:
+    """An engine's demand per local hour (index 0–23)."""
+
+    peak_rate: np.ndarray  # requests/s, peak over days
+    mean_rate: np.ndarray  # requests/s, mean over days
+    in_flight: np.ndarray  # requests in flight at the peak (peak rate × mean E2E)
+    kv_tokens: np.ndarray  # KV tokens in use at the peak (token-seconds per second)
+    mean_footprint: np.ndarray  # E[ISL + OSL/2] per hour (tokens)
+    hist: dict[str, np.ndarray]  # "isl", "osl", "seq": 24 × buckets of `granularity` tokens
+    granularity: int
+
+
+@dataclass(frozen=True)
+class WindowConfig:
+    """A configuration for a set of hours: its bounds and what one replica holds."""
+
+    hours: tuple[int, ...]
+    max_input_len: int
+    max_seq_len: int
+    slots: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Replicas per hour and GPU-hours per week of one plan."""
+
+    name: str
+    replicas: list[int]
+    gpu_hours_week: float
+    configs: list[WindowConfig] = field(default_factory=list)
+    cost_week: float | None = None
+
+
+@dataclass(frozen=True)
+class Seasonal:
+    """The three plans, the verdict, and the savings of the best split."""
+
+    static: Plan
+    hourly: Plan
+    split: Plan | None
+    savings_vs_static: float
+    savings_vs_hourly: float
+    verdict: str
+    threshold: float
+
+
+def demand_from(
+    cells: list[tuple[str, int, int, float, float, int]],
+    seconds: dict[tuple[str, int], int],
+    footprint_sum: np.ndarray,
+    count: np.ndarray,
+    hist: dict[str, np.ndarray],
+    granularity: int,
+) -> HourDemand:
+    """Hourly demand from (local date, hour, requests, KV token-seconds, E2E seconds, E2E count)
+    cells and the real seconds of each (date, hour) — DST hours count what they really last."""
+    peak = np.zeros(24)
+    kv = np.zeros(24)
+    total = np.zeros(24)
+    e2e_sum = np.zeros(24)
+    e2e_n = np.zeros(24)
+    hour_seconds = np.zeros(24)
+    for (_, h), secs in seconds.items():
+        hour_seconds[h] += secs
+    for day, h, n, kv_ts, e2e_s, n_e2e in cells:
+        secs = seconds.get((day, int(h)), 3600)
+        peak[h] = max(peak[h], n / secs)
+        kv[h] = max(kv[h], kv_ts / secs)
+        total[h] += n
+        e2e_sum[h] += e2e_s
+        e2e_n[h] += n_e2e
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_e2e = np.where(e2e_n > 0, e2e_sum / e2e_n, 0.0)
+        mean_rate = np.where(hour_seconds > 0, total / hour_seconds, 0.0)
+        footprint = np.where(count > 0, footprint_sum / count, 0.0)
+    return HourDemand(peak, mean_rate, peak * mean_e2e, kv, footprint, hist, granularity)
+
+
+def _bound(hist_rows: np.ndarray, coverage: float, granularity: int) -> int:
+    """The coverage quantile of merged hours, rounded up to the granularity (from g-wide
+    buckets: the upper edge of the bucket holding the quantile's order statistic)."""
+    counts = hist_rows.sum(axis=0)
+    n = int(counts.sum())
+    if n == 0:
+        return granularity
+    rank = math.ceil(coverage * (n - 1))  # 0-based order statistic
+    bucket = int(np.searchsorted(np.cumsum(counts), rank + 1))
+    return round_up((bucket + 1) * granularity, granularity)
+
+
+def window_config(
+    d: HourDemand, hours: tuple[int, ...], kv_capacity: int, coverage: float, max_context: int
+) -> WindowConfig:
+    """Bounds from the window's own traffic, and the slots one replica then holds."""
+    rows = list(hours)
+    g = d.granularity
+    max_in = min(_bound(d.hist["isl"][rows], coverage, g), max_context - g)
+    max_seq = min(max(_bound(d.hist["seq"][rows], coverage, g), max_in + g), max_context)
+    return WindowConfig(hours, max_in, max_seq, max(kv_capacity // max_seq, 0))
+
+
+def replicas_for(
+    d: HourDemand,
+    h: int,
+    config: WindowConfig,
+    kv_capacity: int,
+    headroom: float,
+    rps_per_replica: float | None,
+) -> int:
+    """Replicas that hold hour h's peak with headroom (at least one: the engine stays up)."""
+    if config.slots <= 0:
+        return 0  # one replica cannot hold one full request: no plan with this config
+    need = [
+        math.ceil(d.in_flight[h] * (1 + headroom) / config.slots),
+        math.ceil(d.kv_tokens[h] * (1 + headroom) / kv_capacity) if kv_capacity else 0,
+    ]
+    if rps_per_replica:
+        need.append(math.ceil(d.peak_rate[h] / rps_per_replica))
+    return max(1, *need)
+
+
+def plans(
+    d: HourDemand,
+    *,
+    kv_capacity: int,
+    gpus: int,
+    coverage: float,
+    max_context: int,
+    headroom: float = DEFAULT_HEADROOM,
+    rps_per_replica: float | None = None,
+    cost_per_gpu_hour: float | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> Seasonal:
+    """Plans (a) static, (b) hourly replicas, (c) the best two-window split, and a verdict."""
+    everything = window_config(d, tuple(range(24)), kv_capacity, coverage, max_context)
+
+    def plan(name: str, per_hour: list[int], configs: list[WindowConfig]) -> Plan:
+        hours = sum(per_hour) * gpus * 7
+        cost = hours * cost_per_gpu_hour if cost_per_gpu_hour else None
+        return Plan(name, per_hour, float(hours), configs, cost)
+
+    hourly_replicas = [
+        replicas_for(d, h, everything, kv_capacity, headroom, rps_per_replica) for h in range(24)
+    ]
+    static = plan("static", [max(hourly_replicas)] * 24, [everything])
+    hourly = plan("hourly", hourly_replicas, [everything])
+    best: Plan | None = None
+    best_key: tuple[float, float] = (math.inf, 0.0)
+    for a in range(24):
+        for b in range(a + MIN_WINDOW_HOURS, 24 - MIN_WINDOW_HOURS + a + 1):
+            if b > 23:
+                break
+            inside = tuple(range(a, b))
+            outside = tuple(h for h in range(24) if not a <= h < b)
+            one = window_config(d, inside, kv_capacity, coverage, max_context)
+            two = window_config(d, outside, kv_capacity, coverage, max_context)
+            per_hour = [
+                replicas_for(
+                    d, h, one if a <= h < b else two, kv_capacity, headroom, rps_per_replica
+                )
+                for h in range(24)
+            ]
+            if min(per_hour) == 0:
+                continue
+            candidate = plan("seasonal", per_hour, [one, two])
+            # Fewest GPU-hours; among equals, the split whose windows differ most in shape.
+            key = (candidate.gpu_hours_week, -_contrast(one, two))
+            if best is None or key < best_key:
+                best, best_key = candidate, key
+    vs_static = 1 - best.gpu_hours_week / static.gpu_hours_week if best else 0.0
+    vs_hourly = 1 - best.gpu_hours_week / hourly.gpu_hours_week if best else 0.0
+    return Seasonal(
+        static,
+        hourly,
+        best,
+        vs_static,
+        vs_hourly,
+        _verdict(hourly, best, vs_hourly, threshold),
+        threshold,
+    )
+
+
+def _contrast(one: WindowConfig, two: WindowConfig) -> float:
+    """How different two windows are: their max_seq_len ratio, weighted by the shorter window's
+    length so that a long, distinct window (a night batch) beats a short outlier."""
+    lo, hi = sorted((one.max_seq_len, two.max_seq_len))
+    return (hi / lo if lo else 0.0) * min(len(one.hours), len(two.hours)) / 12
+
+
+def window_label(hours: tuple[int, ...]) -> str:
+    """'20:00–08:00' for the hours 20 … 7 (a window may wrap past midnight); 'all day'."""
+    hs = set(hours)
+    if len(hs) >= 24:
+        return "all day"
+    start = next(h for h in range(24) if h in hs and (h - 1) % 24 not in hs)
+    end = next(h for h in range(24) if h in hs and (h + 1) % 24 not in hs)
+    return f"{start:02d}:00–{(end + 1) % 24:02d}:00"
+
+
+def _verdict(hourly: Plan, best: Plan | None, saving: float, threshold: float) -> str:
+    if best is None or saving < threshold:
+        return (
+            f"Run one engine: seasonal profiles would save {max(saving, 0):.0%} of GPU-hours "
+            f"against hourly scaling (threshold {threshold:.0%})."
+        )
+    one, two = best.configs
+    long_, short = (one, two) if one.max_seq_len >= two.max_seq_len else (two, one)
+    return (
+        f"Run two engines: {window_label(short.hours)} with max_seq_len "
+        f"{short.max_seq_len:,}, and {window_label(long_.hours)} with max_seq_len "
+        f"{long_.max_seq_len:,}: saves {saving:.0%} GPU-hours per week against hourly scaling "
+        f"({hourly.gpu_hours_week:,.0f} → {best.gpu_hours_week:,.0f})."
+    )
