@@ -208,6 +208,17 @@ def _coverage(text: str) -> float:
     return value
 
 
+def _headroom(text: str) -> float:
+    """--headroom: a share of spare capacity, 0 to 2."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 2:
+        raise argparse.ArgumentTypeError(f"{text!r}: use a share between 0 and 2, e.g. 0.2")
+    return value
+
+
 def _granularity(text: str) -> int:
     """--granularity: a positive whole number of tokens."""
     if not text.isdigit() or int(text) < 1:
@@ -290,7 +301,9 @@ def cmd_seasonal(args: argparse.Namespace) -> int:
             now=datetime.now(UTC),
             tz=settings.tz,
             weeks=args.weeks,
+            headroom=args.headroom,
             threshold=settings.seasonal_threshold,
+            day_types=args.weekends,
         ),
         seasonal_dict,
     )
@@ -304,10 +317,12 @@ def cmd_seasonal(args: argparse.Namespace) -> int:
             windows = ", ".join(
                 f"{window_label(c.hours)} max_seq_len {c.max_seq_len:,}" for c in plan.configs
             )
-            cost = f", {plan.cost_week:,.0f} per week" if plan.cost_week else ""
+            cost = f", {plan.cost_week:,.0f} per week" if plan.cost_week is not None else ""
             print(
                 f"  {plan.name:<9} {plan.gpu_hours_week:>8,.0f} GPU-hours/week{cost}  ({windows})"
             )
+        if r.day_types:
+            print(f"  weekdays/weekends: {r.day_types.verdict}")
         for block in r.commands:
             print(f"  {block['window']}:")
             print(f"    {block[next(k for k in block if k != 'window')]}")
@@ -387,7 +402,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     sea = add("seasonal", cmd_seasonal, "Day/night engine plans for an engine.")
     sea.add_argument("--engine", required=True, help="engine name (with a stored profile)")
-    sea.add_argument("--weeks", type=int, default=4, help="whole weeks up to now (default 4)")
+    sea.add_argument(
+        "--weeks",
+        type=int,
+        choices=range(1, 13),
+        default=4,
+        metavar="1..12",
+        help="whole weeks up to now (default 4)",
+    )
+    sea.add_argument(
+        "--headroom", type=_headroom, default=0.2, help="spare capacity per hour (default 0.2)"
+    )
+    sea.add_argument(
+        "--weekends", action="store_true", help="also plan weekdays and weekends separately"
+    )
     sea.add_argument("--json", action="store_true", help="print the plans as JSON")
     return parser
 

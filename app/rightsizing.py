@@ -5,8 +5,8 @@ from, so all four show the same numbers."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from datetime import UTC, datetime, timedelta
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -31,8 +31,10 @@ from app.sizing.recommend import (
 from app.sizing.rightsize import Recommendation, proposed_bounds, rightsize
 from app.sizing.seasonal import (
     DEFAULT_THRESHOLD,
+    DayTypes,
     HourDemand,
     Seasonal,
+    by_day_type,
     demand_from,
     plans,
     window_label,
@@ -41,6 +43,7 @@ from app.storage.database import Database
 from app.storage.engines import get_profile, list_profiles
 
 DEFAULT_WINDOW = timedelta(days=7)
+WEEKDAYS, WEEKEND = (1, 2, 3, 4, 5), (6, 7)
 
 
 # A logged KV capacity describes one build: changing any of these makes it stale.
@@ -227,6 +230,8 @@ class SeasonalReport:
     result: Seasonal | None
     commands: list[dict[str, str]]
     verdict: str
+    quantiles: dict[int, dict[str, list[float]]] = field(default_factory=dict)
+    day_types: DayTypes | None = None
 
 
 def seasonal(
@@ -240,41 +245,71 @@ def seasonal(
     granularity: int = DEFAULT_GRANULARITY,
     headroom: float = DEFAULT_HEADROOM,
     threshold: float = DEFAULT_THRESHOLD,
+    day_types: bool = False,
 ) -> SeasonalReport:
-    """Plans (a) static, (b) hourly, (c) the best day/night split for the last whole weeks."""
+    """Plans (a) static, (b) hourly, (c) the best day/night split for the last whole weeks;
+    with `day_types`, also separate weekday and weekend plans."""
     profile = load_profile(db, engine)
     end = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
     start = end - timedelta(weeks=weeks)
-    load = hourly_load(
-        db.cursor(), Filter(start=start, end=end, engines=(engine,)), tz, granularity
-    )
+    seconds = local_hour_seconds(start, end, tz)
+
+    def demand_for(weekdays: tuple[int, ...]) -> tuple[dict, HourDemand | None]:
+        flt = Filter(start=start, end=end, engines=(engine,), weekdays=weekdays, tz=tz)
+        load = hourly_load(
+            db.cursor(), flt, tz, granularity, profile.spec().max_position_embeddings
+        )
+        if not load["count"].sum():
+            return load, None
+        secs = seconds
+        if weekdays:
+            secs = {
+                k: v
+                for k, v in seconds.items()
+                if date.fromisoformat(k[0]).isoweekday() in weekdays
+            }
+        demand = demand_from(
+            load["cells"], secs, load["footprint_sum"], load["count"], load["hist"], granularity
+        )
+        return load, demand
+
+    load, demand = demand_for(())
     requests = int(load["count"].sum())
-    if requests == 0:
+    if demand is None:
         verdict = f"Not enough data: no requests for engine {engine} in the last {weeks} weeks."
         return SeasonalReport(engine, start, end, tz, weeks, 0, None, None, [], verdict)
-    demand = demand_from(
-        load["cells"],
-        local_hour_seconds(start, end, tz),
-        load["footprint_sum"],
-        load["count"],
-        load["hist"],
-        granularity,
-    )
     memory = memory_for(profile, profile.max_num_tokens)
     if not memory.fits:
         verdict = f"{engine}'s profile does not fit its GPUs; fix it on the Rightsizing page."
         return SeasonalReport(engine, start, end, tz, weeks, requests, demand, None, [], verdict)
-    result = plans(
-        demand,
-        kv_capacity=memory.kv_capacity_tokens,
-        gpus=profile.gpus,
-        coverage=coverage,
-        max_context=profile.spec().max_position_embeddings,
-        headroom=headroom,
-        rps_per_replica=profile.measured_rps_per_replica,
-        cost_per_gpu_hour=profile.cost_per_gpu_hour,
-        threshold=threshold,
-    )
+
+    def plans_for(d: HourDemand, days: int) -> Seasonal | str:
+        return plans(
+            d,
+            kv_capacity=memory.kv_capacity_tokens,
+            gpus=profile.gpus,
+            coverage=coverage,
+            max_context=profile.spec().max_position_embeddings,
+            headroom=headroom,
+            rps_per_replica=profile.measured_rps_per_replica,
+            cost_per_gpu_hour=profile.cost_per_gpu_hour,
+            threshold=threshold,
+            days=days,
+            max_batch_size=profile.max_batch_size,
+        )
+
+    result = plans_for(demand, 7)
+    if isinstance(result, str):
+        verdict = f"No seasonal plan for {engine}: {result}."
+        return SeasonalReport(engine, start, end, tz, weeks, requests, demand, None, [], verdict)
+    split_days = None
+    if day_types:
+        parts = []
+        for weekdays, days in ((WEEKDAYS, 5), (WEEKEND, 2)):
+            part = demand_for(weekdays)[1]
+            parts.append(plans_for(part, days) if part is not None else None)
+        if all(isinstance(part, Seasonal) for part in parts):
+            split_days = by_day_type(result, parts[0], parts[1])
     windows = result.split.configs if result.split else []
     cmds = [
         commands(
@@ -285,7 +320,18 @@ def seasonal(
         for w in windows
     ]
     return SeasonalReport(
-        engine, start, end, tz, weeks, requests, demand, result, cmds, result.verdict
+        engine,
+        start,
+        end,
+        tz,
+        weeks,
+        requests,
+        demand,
+        result,
+        cmds,
+        result.verdict,
+        load["quantiles"],
+        split_days,
     )
 
 
@@ -327,6 +373,11 @@ def seasonal_dict(r: SeasonalReport) -> dict[str, Any]:
                 "peak_rate": round(float(d.peak_rate[h]), 6),
                 "in_flight_peak": round(float(d.in_flight[h]), 3),
                 "kv_tokens_peak": round(float(d.kv_tokens[h]), 1),
+                **{
+                    f"{m}_{name}": (r.quantiles.get(h, {}).get(m) or [None] * 3)[k]
+                    for m in ("isl", "osl")
+                    for k, name in enumerate(("p50", "p99", "p99.9"))
+                },
             }
             for h in range(24)
         ],
@@ -341,6 +392,21 @@ def seasonal_dict(r: SeasonalReport) -> dict[str, Any]:
             "threshold": r.result.threshold,
         },
         "commands": r.commands,
+        "assumptions": (
+            "replicas hold each hour's peak requests in flight (peak arrival rate x mean E2E) "
+            "and KV demand with the headroom; a replica admits kv_capacity // max_seq_len "
+            "requests, at most max_batch_size; decode throughput per replica is assumed not to "
+            "bind unless the profile has measured_rps_per_replica"
+        ),
+        "day_types": None
+        if r.day_types is None
+        else {
+            "weekdays": plan(r.day_types.weekdays.split or r.day_types.weekdays.hourly),
+            "weekends": plan(r.day_types.weekends.split or r.day_types.weekends.hourly),
+            "gpu_hours_week": r.day_types.gpu_hours_week,
+            "savings_vs_hourly": round(r.day_types.savings_vs_hourly, 4),
+            "verdict": r.day_types.verdict,
+        },
     }
 
 

@@ -243,6 +243,10 @@ def test_seasonal_page_shows_the_night_batch_window(settings, browser, tmp_path)
         assert "GPU-hours" in page.locator("#seasonal-plans").inner_text()
         cards = page.locator("#seasonal-windows").inner_text()
         assert cards.count("trtllm-build") == 2
+        page.goto(live.url + "/seasonal?engine=llm-70b&weeks=4&days=split")
+        days = page.locator("#seasonal-days")
+        days.wait_for(timeout=30_000)
+        assert "weekday and weekend configurations" in days.inner_text().lower()
         page.screenshot(path=str(tmp_path / "seasonal.png"), full_page=True)
         if os.environ.get("TOKENSHAPE_SCREENSHOTS"):
             page.screenshot(

@@ -177,6 +177,8 @@ def test_seasonal_prints_plans_and_json(tmp_path):
     assert body["plans"]["seasonal"]["windows"][0]["max_seq_len"] > 0
     missing = cli("seasonal", "--engine", "nope", "--db", db, check=False)
     assert missing.returncode == 1 and "has no profile" in missing.stderr
+    huge = cli("seasonal", "--engine", "llm-70b", "--weeks", "100000000", "--db", db, check=False)
+    assert huge.returncode == 2 and "--weeks" in huge.stderr and "Traceback" not in huge.stderr
 
 
 def test_locked_database_gets_one_clear_line(tmp_path):

@@ -356,4 +356,6 @@ def test_drift_route_defaults_and_errors(live):
     assert abs(datetime.fromisoformat(body["end"]) - datetime.now(UTC)) < timedelta(minutes=5)
     with live.client() as c:
         bad = c.get("/api/drift", params={"end": "last tuesday"})
+        ancient = c.get("/api/drift", params={"end": "0001-01-01T00:00:00"})
     assert bad.status_code == 422 and "end" in bad.json()["detail"]
+    assert ancient.status_code == 422 and "between 2000-01-01" in ancient.json()["detail"]

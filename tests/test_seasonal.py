@@ -111,3 +111,43 @@ def test_seasonal_route_and_its_errors(live, ingest):
     plans_ = body["plans"]
     assert plans_["static"]["gpu_hours_week"] == 168  # one H100 replica, all week
     assert body["verdict"].startswith("Run one engine")
+
+
+def test_weekday_and_weekend_configurations_as_an_option():
+    from app.sizing.seasonal import by_day_type
+
+    kv = 300_000
+    week = _demand(20, 20, day_seq=2000, night_seq=2000)  # chat all day on weekdays
+    weekend = _demand(10, 10, day_seq=30_000, night_seq=30_000)  # batch jobs all weekend
+    # The week as a whole, as the search sees it without the option: chat 5/7, batch 2/7.
+    hist = {k: week.hist[k] * 5 + weekend.hist[k] * 2 for k in week.hist}
+    whole = HourDemand(
+        week.peak_rate, week.mean_rate, week.in_flight, week.kv_tokens, week.mean_footprint, hist, G
+    )
+    kw = {"kv_capacity": kv, "gpus": 1, "coverage": 0.999, "max_context": 131_072}
+    overall = plans(whole, **kw)
+    result = by_day_type(overall, plans(week, days=5, **kw), plans(weekend, days=2, **kw))
+    # By hand: one configuration for all days holds 9 full 30,208-token requests per replica,
+    # so the 20 chat requests in flight x 1.2 need 3 replicas every hour (7 x 24 x 3 = 504);
+    # a weekday configuration for 2,048-token chat needs 1, the weekend one ceil(12 / 9) = 2.
+    assert overall.hourly.gpu_hours_week == 504
+    assert result.gpu_hours_week == 24 * 1 * 5 + 24 * 2 * 2 == 216
+    assert result.savings_vs_hourly == 1 - 216 / 504
+    assert result.verdict.startswith("Weekday and weekend configurations (weekdays")
+
+
+def test_no_plan_when_a_replica_cannot_hold_a_request_or_latencies_are_missing():
+    d = _demand(20, 10, day_seq=2000, night_seq=30_000)
+    tiny = plans(d, kv_capacity=20_000, gpus=1, coverage=0.999, max_context=131_072)
+    assert isinstance(tiny, str) and "cannot hold one request of max_seq_len 30,208" in tiny
+    blind = _demand(0, 0, day_seq=2000, night_seq=2000)
+    missing = plans(blind, kv_capacity=300_000, gpus=1, coverage=0.999, max_context=131_072)
+    assert isinstance(missing, str) and "e2e_ms" in missing
+    coarse = plans(d, kv_capacity=300_000, gpus=1, coverage=0.999, max_context=300)
+    assert isinstance(coarse, str) and "too coarse" in coarse
+
+
+def test_quarter_hour_zones_count_real_seconds():
+    start, end = datetime(2026, 11, 20, 0, tzinfo=UTC), datetime(2026, 11, 20, 2, tzinfo=UTC)
+    seconds = local_hour_seconds(start, end, "Asia/Kolkata")  # UTC+05:30
+    assert seconds == {("2026-11-20", 5): 1800, ("2026-11-20", 6): 3600, ("2026-11-20", 7): 1800}

@@ -11,7 +11,6 @@ from app.analytics.filters import Filter
 from app.storage.rows import first_row
 
 WEEK = timedelta(days=7)
-WEEK_SECONDS = WEEK.total_seconds()
 
 
 def _empty_week() -> dict:
@@ -41,8 +40,17 @@ def engine_weeks(cur: duckdb.DuckDBPyConnection, engine: str, end: datetime) -> 
         f"FROM requests WHERE {where} GROUP BY 1",
         [end - WEEK] + params,
     ).fetchall()
+    # Rates over the time the engine has been seen: a week it started in the middle of is not
+    # a week of zero traffic followed by a jump.
+    first = first_row(cur, "SELECT min(started_at) FROM requests WHERE engine = ?", [engine])
+    first_seen = first[0] if first and first[0] is not None else end - 2 * WEEK
+
+    def covered(week_start: datetime) -> float:
+        return max((week_start + WEEK - max(week_start, first_seen)).total_seconds(), 1.0)
+
     out = {"last": _empty_week(), "previous": _empty_week()}
     for last, n, isl_q, osl_p99, seq_p999, ttft_p95 in rows:
+        week_start = end - WEEK if last else end - 2 * WEEK
         out["last" if last else "previous"] = {
             "requests": int(n),
             "isl_p99": _float(isl_q[0]),
@@ -50,7 +58,7 @@ def engine_weeks(cur: duckdb.DuckDBPyConnection, engine: str, end: datetime) -> 
             "isl_p999": _float(isl_q[1]),
             "seq_p999": _float(seq_p999),
             "ttft_p95": _float(ttft_p95),  # quantile_cont skips nulls; None when all are null
-            "arrival_rate": int(n) / WEEK_SECONDS,
+            "arrival_rate": int(n) / covered(week_start),
         }
     return out
 

@@ -18,6 +18,7 @@ class Filter:
     tenants: tuple[str, ...] = ()
     statuses: tuple[str, ...] = field(default=())
     hours: tuple[int, ...] = ()  # local hours of day in `tz` (seasonal windows)
+    weekdays: tuple[int, ...] = ()  # local ISO weekdays in `tz`, 1 = Monday
     tz: str = "UTC"
 
     def where(self) -> tuple[str, list]:
@@ -44,4 +45,7 @@ class Filter:
         if self.hours:
             parts.append("list_contains(?, hour(started_at AT TIME ZONE ?))")
             params += [list(self.hours), self.tz]
+        if self.weekdays:
+            parts.append("list_contains(?, isodow(started_at AT TIME ZONE ?))")
+            params += [list(self.weekdays), self.tz]
         return " AND ".join(parts), params

@@ -11,22 +11,29 @@ import numpy as np
 
 from app.analytics.filters import Filter
 
+HOUR_QUANTILES = (0.5, 0.99, 0.999)
+
 
 def local_hour_seconds(start: datetime, end: datetime, tz: str) -> dict[tuple[str, int], int]:
     """Real seconds in each (local date, local hour) of [start, end): 7,200 for the hour a DST
-    change repeats, none for the hour it skips. start and end are whole UTC hours."""
+    change repeats, none for the hour it skips. Quarter-hour steps, so zones with half- and
+    quarter-hour offsets (Asia/Kolkata, Asia/Kathmandu) are counted right too."""
     zone = ZoneInfo(tz)
     out: dict[tuple[str, int], int] = defaultdict(int)
     t = start.astimezone(UTC)
     while t < end:
         local = t.astimezone(zone)
-        out[(local.date().isoformat(), local.hour)] += 3600
-        t += timedelta(hours=1)
+        out[(local.date().isoformat(), local.hour)] += 900
+        t += timedelta(minutes=15)
     return dict(out)
 
 
 def hourly_load(
-    cur: duckdb.DuckDBPyConnection, flt: Filter, tz: str, granularity: int
+    cur: duckdb.DuckDBPyConnection,
+    flt: Filter,
+    tz: str,
+    granularity: int,
+    max_tokens: int = 1 << 20,
 ) -> dict[str, object]:
     """Per (local date, hour): requests, KV token-seconds and E2E sums; per hour: g-wide ISL,
     OSL and ISL + OSL histograms and the KV footprint sum (for E[ISL + OSL/2])."""
@@ -42,9 +49,11 @@ def hourly_load(
     hist: dict[str, np.ndarray] = {}
     for name, expr in (("isl", "isl"), ("osl", "osl"), ("seq", "isl + osl")):
         rows = cur.execute(
-            f"SELECT hour({local}) AS h, ({expr}) // ? AS b, count(*) FROM requests "
+            # Buckets beyond the model's context all mean "too long": one bucket keeps the
+            # histograms small whatever an outlier's length.
+            f"SELECT hour({local}) AS h, least(({expr}) // ?, ?) AS b, count(*) FROM requests "
             f"WHERE {where} GROUP BY ALL",
-            [tz, granularity, *params],
+            [tz, granularity, max_tokens // granularity + 1, *params],
         ).fetchall()
         top = max((int(b) for _, b, _ in rows), default=0)
         grid = np.zeros((24, top + 1), dtype=np.int64)
@@ -60,4 +69,18 @@ def hourly_load(
     counts = np.zeros(24)
     for h, total, n in kv:
         footprint[int(h)], counts[int(h)] = float(total), float(n)
-    return {"cells": cells, "hist": hist, "footprint_sum": footprint, "count": counts}
+    quantiles = {
+        int(h): {"isl": list(isl_q), "osl": list(osl_q)}
+        for h, isl_q, osl_q in cur.execute(
+            f"SELECT hour({local}) AS h, quantile_cont(isl, {list(HOUR_QUANTILES)}), "
+            f"quantile_cont(osl, {list(HOUR_QUANTILES)}) FROM requests WHERE {where} GROUP BY ALL",
+            [tz, *params],
+        ).fetchall()
+    }
+    return {
+        "cells": cells,
+        "hist": hist,
+        "footprint_sum": footprint,
+        "count": counts,
+        "quantiles": quantiles,
+    }

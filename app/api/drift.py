@@ -5,11 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, HTTPException, Query
 
 from app.api.params import utc
 from app.deps import ClockDep, DbDep
 from app.rightsizing import drift_report
+from ingest.records import EARLIEST, FUTURE_SLACK
 
 router = APIRouter(tags=["drift"])
 
@@ -25,4 +26,9 @@ def get_drift(
 ) -> dict[str, Any]:
     """Per engine: requests beyond the bounds, over-provisioning and week-over-week change of
     the last 7 days before `end` against the 7 days before those, each with a severity."""
-    return drift_report(db, utc(end) or clock())
+    when = utc(end) or clock()
+    if not EARLIEST <= when <= clock() + FUTURE_SLACK:
+        raise HTTPException(
+            422, detail="invalid parameters: end: must be between 2000-01-01 and tomorrow"
+        )
+    return drift_report(db, when)

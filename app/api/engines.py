@@ -143,6 +143,9 @@ def get_seasonal(
     coverage: Annotated[
         float, Query(gt=0.5, lt=1, description="Share of requests to fit.")
     ] = 0.999,
+    day_types: Annotated[
+        bool, Query(description="Also plan weekdays and weekends separately.")
+    ] = False,
 ) -> dict[str, Any]:
     """Hourly demand in TOKENSHAPE_TZ, plans (a) static (b) hourly (c) best split, the verdict."""
     _profile_or_404(db, name)
@@ -155,5 +158,6 @@ def get_seasonal(
         coverage=coverage,
         headroom=headroom,
         threshold=settings.seasonal_threshold,
+        day_types=day_types,
     )
     return seasonal_dict(report)

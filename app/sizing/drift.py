@@ -12,7 +12,8 @@ Findings and their severity:
   warning, > 0 info. value = the share (0.02 for 2%).
 - `over_provisioned_input` / `over_provisioned_seq`: current bound / last week's p99.9 (of ISL,
   of ISL + OSL). Ratio >= 4 critical, >= 2 warning; below 2 no finding (below 1 is already a
-  beyond-bounds finding). A p99.9 under one token counts as one. value = the ratio.
+  beyond-bounds finding); only with >= 100 requests last week. A p99.9 under one token counts
+  as one. value = the ratio.
 - `change_isl_p99`, `change_osl_p99`, `change_arrival_rate`, `change_ttft_p95`: relative change
   from the previous week to the last, only when both weeks have >= 100 requests (fewer make
   p99 too noisy) and the previous value is positive. |change| >= 50% warning, >= 20% info; for
@@ -93,6 +94,8 @@ def _over(engine: str, bounds: tuple, last: Mapping) -> list[Finding]:
         ("over_provisioned_input", "max_input_len", bounds[0], last.get("isl_p999"), "ISL"),
         ("over_provisioned_seq", "max_seq_len", bounds[1], last.get("seq_p999"), "ISL + OSL"),
     )
+    if last["requests"] < MIN_WEEK_REQUESTS:
+        return out  # a p99.9 of a handful of requests says nothing about the bound
     for kind, name, bound, p999, what in rows:
         if bound is None or p999 is None:
             continue

@@ -100,7 +100,9 @@ def demand_from(
     for day, h, n, kv_ts, e2e_s, n_e2e in cells:
         secs = seconds.get((day, int(h)), 3600)
         peak[h] = max(peak[h], n / secs)
-        kv[h] = max(kv[h], kv_ts / secs)
+        # Requests without a total time count at the hour's average (KV token-seconds scaled
+        # up by requests / requests with e2e_ms).
+        kv[h] = max(kv[h], kv_ts * (n / n_e2e if n_e2e else 0) / secs)
         total[h] += n
         e2e_sum[h] += e2e_s
         e2e_n[h] += n_e2e
@@ -124,14 +126,23 @@ def _bound(hist_rows: np.ndarray, coverage: float, granularity: int) -> int:
 
 
 def window_config(
-    d: HourDemand, hours: tuple[int, ...], kv_capacity: int, coverage: float, max_context: int
+    d: HourDemand,
+    hours: tuple[int, ...],
+    kv_capacity: int,
+    coverage: float,
+    max_context: int,
+    max_batch_size: int | None = None,
 ) -> WindowConfig:
-    """Bounds from the window's own traffic, and the slots one replica then holds."""
+    """Bounds from the window's own traffic, and the slots one replica then holds (at most the
+    engine's max_batch_size when it has one)."""
     rows = list(hours)
     g = d.granularity
     max_in = min(_bound(d.hist["isl"][rows], coverage, g), max_context - g)
     max_seq = min(max(_bound(d.hist["seq"][rows], coverage, g), max_in + g), max_context)
-    return WindowConfig(hours, max_in, max_seq, max(kv_capacity // max_seq, 0))
+    slots = max(kv_capacity // max_seq, 0)
+    if max_batch_size:
+        slots = min(slots, max_batch_size)
+    return WindowConfig(hours, max_in, max_seq, slots)
 
 
 def replicas_for(
@@ -165,13 +176,35 @@ def plans(
     rps_per_replica: float | None = None,
     cost_per_gpu_hour: float | None = None,
     threshold: float = DEFAULT_THRESHOLD,
-) -> Seasonal:
-    """Plans (a) static, (b) hourly replicas, (c) the best two-window split, and a verdict."""
-    everything = window_config(d, tuple(range(24)), kv_capacity, coverage, max_context)
+    days: int = 7,
+    max_batch_size: int | None = None,
+) -> Seasonal | str:
+    """Plans (a) static, (b) hourly replicas, (c) the best two-window split, and a verdict.
+
+    `days`: how many days a week this demand stands for (5 for weekdays, 2 for weekends).
+    Returns a sentence instead when no plan can be made (why, and what to do)."""
+    if 2 * d.granularity > max_context:
+        return f"granularity {d.granularity:,} is too coarse for a {max_context:,}-token context"
+    if not d.in_flight.any() and not d.kv_tokens.any():
+        return (
+            "no request in the window has a total time (e2e_ms): requests in flight and KV "
+            "demand cannot be known; ship e2e_ms to get seasonal plans"
+        )
+
+    def config(hours: tuple[int, ...]) -> WindowConfig:
+        return window_config(d, hours, kv_capacity, coverage, max_context, max_batch_size)
+
+    everything = config(tuple(range(24)))
+    if everything.slots == 0:
+        return (
+            f"one replica's KV cache ({kv_capacity:,} tokens) cannot hold one request of "
+            f"max_seq_len {everything.max_seq_len:,}: no plan holds this traffic; use more "
+            "GPUs per replica, FP8 or shorter bounds"
+        )
 
     def plan(name: str, per_hour: list[int], configs: list[WindowConfig]) -> Plan:
-        hours = sum(per_hour) * gpus * 7
-        cost = hours * cost_per_gpu_hour if cost_per_gpu_hour else None
+        hours = sum(per_hour) * gpus * days
+        cost = hours * cost_per_gpu_hour if cost_per_gpu_hour is not None else None
         return Plan(name, per_hour, float(hours), configs, cost)
 
     hourly_replicas = [
@@ -187,8 +220,7 @@ def plans(
                 break
             inside = tuple(range(a, b))
             outside = tuple(h for h in range(24) if not a <= h < b)
-            one = window_config(d, inside, kv_capacity, coverage, max_context)
-            two = window_config(d, outside, kv_capacity, coverage, max_context)
+            one, two = config(inside), config(outside)
             per_hour = [
                 replicas_for(
                     d, h, one if a <= h < b else two, kv_capacity, headroom, rps_per_replica
@@ -246,3 +278,39 @@ def _verdict(hourly: Plan, best: Plan | None, saving: float, threshold: float) -
         f"{long_.max_seq_len:,}: saves {saving:.0%} GPU-hours per week against hourly scaling "
         f"({hourly.gpu_hours_week:,.0f} → {best.gpu_hours_week:,.0f})."
     )
+
+
+@dataclass(frozen=True)
+class DayTypes:
+    """The option of separate weekday and weekend plans (each with its own best split)."""
+
+    weekdays: Seasonal
+    weekends: Seasonal
+    gpu_hours_week: float  # both days' best splits
+    savings_vs_hourly: float  # against plan (b) over all days
+    verdict: str
+
+
+def by_day_type(overall: Seasonal, weekdays: Seasonal, weekends: Seasonal) -> DayTypes:
+    """Weekday and weekend configurations against one hourly-scaled configuration for all days."""
+    chosen = [s.split or s.hourly for s in (weekdays, weekends)]
+    hours = sum(p.gpu_hours_week for p in chosen)
+    base = overall.hourly.gpu_hours_week
+    saving = 1 - hours / base if base else 0.0
+    if saving < overall.threshold:
+        verdict = (
+            f"Separate weekday and weekend configurations would save {max(saving, 0):.0%} "
+            f"against hourly scaling (threshold {overall.threshold:.0%}): not worth it."
+        )
+    else:
+        parts = []
+        for label, plan in (("weekdays", chosen[0]), ("weekends", chosen[1])):
+            windows = ", ".join(
+                f"{window_label(c.hours)} max_seq_len {c.max_seq_len:,}" for c in plan.configs
+            )
+            parts.append(f"{label} {windows}")
+        verdict = (
+            f"Weekday and weekend configurations ({'; '.join(parts)}) save {saving:.0%} "
+            f"GPU-hours per week against hourly scaling ({base:,.0f} → {hours:,.0f})."
+        )
+    return DayTypes(weekdays, weekends, hours, saving, verdict)

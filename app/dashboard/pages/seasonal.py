@@ -21,13 +21,15 @@ from app.storage.database import Database
 from app.storage.engines import list_profiles
 
 WEEKS = {"1": "last week", "2": "last 2 weeks", "4": "last 4 weeks", "8": "last 8 weeks"}
+DAYS = {"together": "every day alike", "split": "weekdays and weekends apart"}
 
 
-def _form(engines: list[str], engine: str | None, weeks: str) -> html.Form:
+def _form(engines: list[str], engine: str | None, weeks: str, days: str) -> html.Form:
     return html.Form(
         [
             filterbar.choice("engine", "engine", {e: e for e in engines}, engine or ""),
             filterbar.choice("weeks", "window", WEEKS, weeks),
+            filterbar.choice("days", "days", DAYS, days),
             html.Button("Apply", type="submit", id=ids.FILTER_APPLY),
         ],
         method="get",
@@ -66,7 +68,8 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str, threshold: flo
     profiles = sorted(list_profiles(db.cursor()))
     engine = query.get("engine") or (profiles[0] if profiles else None)
     weeks = query.get("weeks") if query.get("weeks") in WEEKS else "4"
-    parts: list = [html.H2("Seasonal engines"), _form(profiles, engine, weeks)]
+    days = query.get("days") if query.get("days") in DAYS else "together"
+    parts: list = [html.H2("Seasonal engines"), _form(profiles, engine, weeks, days)]
     if engine is None:
         parts.append(
             html.Div(
@@ -77,12 +80,22 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str, threshold: flo
         )
         return html.Div(parts)
     try:
-        r = seasonal(db, engine, now=now, tz=tz, weeks=int(weeks), threshold=threshold)
+        r = seasonal(
+            db,
+            engine,
+            now=now,
+            tz=tz,
+            weeks=int(weeks),
+            threshold=threshold,
+            day_types=days == "split",
+        )
     except NoProfile as exc:
         parts.append(html.Div(str(exc), className="empty", id=ids.SEASONAL_VERDICT))
         return html.Div(parts)
     status = "ok" if r.result and r.result.split and "two engines" in r.verdict else "no-data"
     parts.append(html.Div(r.verdict, className=f"verdict {status}", id=ids.SEASONAL_VERDICT))
+    if r.day_types:
+        parts.append(html.Div(r.day_types.verdict, className="verdict", id=ids.SEASONAL_DAYS))
     if r.result is None:
         return html.Div(parts)
     res = r.result
