@@ -329,6 +329,36 @@ def cmd_seasonal(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """Preview (write the .eml) or send the weekly email for a week."""
+    from app.reports.build import build_report
+    from app.reports.render import compose
+    from app.reports.schedule import last_full_week
+    from app.reports.send import deliver_week, recipients_of
+
+    settings = _settings(args)
+    week = args.week or last_full_week(datetime.now(UTC), settings.report_tz)
+    to = [t for t in (args.to or "").split(",") if t.strip()]
+    with _open(settings) as db:
+        if args.action == "preview":
+            report = build_report(
+                db,
+                week,
+                tz=settings.report_tz,
+                public_url=settings.public_url,
+                threshold=settings.seasonal_threshold,
+            )
+            recipients = recipients_of(settings, to) or ["(no recipients set)"]
+            msg = compose(report, settings.smtp_from, recipients)
+            out = Path(args.out or f"report-{week}.eml")
+            out.write_bytes(msg.as_bytes())
+            print(f"report {week}: {report.subject!r} written to {out} (not sent)")
+            return 0
+        outcome = deliver_week(db, settings, week, clock=lambda: datetime.now(UTC), to=to)
+    print(f"report {week}: {outcome.status}: {outcome.detail}")
+    return 0 if outcome.status in ("sent", "skipped") else 1
+
+
 def _n(value: int | None) -> str:
     return "–" if value is None else f"{value:,}"
 
@@ -399,6 +429,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="round bounds up to this (default 256)",
     )
     rec.add_argument("--json", action="store_true", help="print the recommendation as JSON")
+
+    rep = add("report", cmd_report, "Preview or send the weekly rightsizing email.")
+    rsub = rep.add_subparsers(dest="action", required=True)
+    send = rsub.add_parser("send", help="send a week's email (a week already sent is skipped)")
+    preview = rsub.add_parser("preview", help="write a week's email to an .eml file, unsent")
+    for p in (send, preview):
+        p.add_argument("--db", type=Path, help="database file (default: TOKENSHAPE_DB)")
+        p.add_argument("--week", help="ISO week, e.g. 2026-W47 (default: the last full week)")
+        p.add_argument("--to", help="comma-separated recipients (default: TOKENSHAPE_REPORT_TO)")
+    preview.add_argument("--out", help="the .eml file to write (default: report-WEEK.eml)")
 
     sea = add("seasonal", cmd_seasonal, "Day/night engine plans for an engine.")
     sea.add_argument("--engine", required=True, help="engine name (with a stored profile)")

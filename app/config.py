@@ -41,9 +41,40 @@ class Settings(BaseSettings):
     seasonal_threshold: float = Field(
         0.10, ge=0, le=1, description="Seasonal engines are advised only when they save this share."
     )
+    public_url: str = Field(
+        "http://127.0.0.1:8050", description="The dashboard's address, for links in the email."
+    )
+    smtp_host: str = Field("", description="SMTP server for the weekly email (empty: no email).")
+    smtp_port: int = Field(587, ge=1, le=65535, description="SMTP port.")
+    smtp_tls: str = Field("starttls", description="SMTP security: starttls, ssl or none.")
+    smtp_user: str = Field("", description="SMTP user name (empty: no login).")
+    smtp_password: str = Field("", description="SMTP password (never logged).")
+    smtp_from: str = Field("tokenshape@localhost", description="The email's From address.")
+    report_to: str = Field(
+        "", description="Comma-separated recipients of the weekly email (empty: no schedule)."
+    )
+    report_cron: str = Field(
+        "0 8 * * 1", description="When the weekly email goes out: minute hour * * weekday."
+    )
+    report_tz: str = Field("UTC", description="IANA time zone of the report schedule.")
     log_level: str = Field("info", description="Log level: debug, info, warning, error.")
 
-    @field_validator("tz")
+    @field_validator("report_cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        from app.reports.schedule import parse_cron  # pure parsing; no import-time effects
+
+        parse_cron(value)
+        return value
+
+    @field_validator("smtp_tls")
+    @classmethod
+    def _tls_mode(cls, value: str) -> str:
+        if value not in ("starttls", "ssl", "none"):
+            raise ValueError(f"{value!r}: use starttls, ssl or none")
+        return value
+
+    @field_validator("tz", "report_tz")
     @classmethod
     def _known_zone(cls, value: str) -> str:
         try:

@@ -16,6 +16,8 @@ from app import __version__
 from app.api import drift, engines, health, latency, shapes
 from app.config import Settings
 from app.dashboard.shell import mount
+from app.reports.schedule import ReportScheduler, parse_cron
+from app.reports.send import deliver_week
 from app.storage.database import Database
 from app.storage.writer import Writer
 from ingest import routes as ingest_routes
@@ -66,6 +68,16 @@ def create_app(
         )
         await writer.start()
         app.state.writer = writer
+        scheduler = None
+        if settings.report_to and settings.smtp_host:
+            scheduler = ReportScheduler(
+                parse_cron(settings.report_cron),
+                settings.report_tz,
+                lambda week: deliver_week(database, settings, week, clock=clock),
+                clock,
+            )
+            scheduler.start()
+        app.state.report_scheduler = scheduler
         await _warm_up_dash(app)
         log.info(
             "tokenshape %s serving %s (revision %s)", __version__, database.path, database.revision
@@ -73,6 +85,8 @@ def create_app(
         try:
             yield
         finally:
+            if scheduler is not None:
+                await scheduler.stop()
             await writer.stop()
             database.close()
 
@@ -121,5 +135,6 @@ def create_app(
         settings.tz,
         editable=settings.host in LOOPBACK,
         seasonal_threshold=settings.seasonal_threshold,
+        settings=settings,
     )  # last: Dash adds a catch-all GET route for its pages
     return app

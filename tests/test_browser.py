@@ -317,3 +317,19 @@ def test_latency_and_traffic_pages_render_without_errors(demo_live, browser, tmp
     page.goto(live.url + "/traffic?window=1h")
     page.locator("#traffic-empty").wait_for(timeout=30_000)
     assert errors == []
+
+
+def test_reports_page_shows_the_email_and_the_history(demo_live, browser, tmp_path):
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    errors = _errors(page)
+    page.goto(demo_live.url + "/reports")
+    subject = page.locator("#reports-subject")
+    subject.wait_for(timeout=30_000)
+    assert subject.inner_text().startswith("tokenshape ") and "engines" in subject.inner_text()
+    frame = page.frame_locator("#reports-preview")
+    assert "chat-8b" in frame.locator("body").inner_text(timeout=30_000)
+    assert "Nothing sent yet" in page.locator("#reports-history").inner_text()
+    page.screenshot(path=str(tmp_path / "reports.png"), full_page=True)
+    if os.environ.get("TOKENSHAPE_SCREENSHOTS"):
+        page.screenshot(path=os.environ["TOKENSHAPE_SCREENSHOTS"] + "/reports.png", full_page=True)
+    assert errors == []

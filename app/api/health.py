@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import duckdb
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from app import __version__
-from app.api.schemas import DatabaseHealth, Health, WriterHealth
+from app.api.schemas import DatabaseHealth, Health, ReportsHealth, WriterHealth
 from app.deps import DbDep, WriterDep
+from app.storage import report_runs
 from app.storage.ingest_store import count_rows
 
 router = APIRouter(tags=["health"])
 
 
 @router.get("/api/health", response_model=Health, responses={503: {"model": Health}})
-def health(db: DbDep, writer: WriterDep) -> JSONResponse:
+def health(request: Request, db: DbDep, writer: WriterDep) -> JSONResponse:
     """Database and writer state; 503 when either is down."""
     try:
         cur = db.cursor()
@@ -36,8 +37,23 @@ def health(db: DbDep, writer: WriterDep) -> JSONResponse:
             error=str(exc),
         )
     state = WriterHealth(**writer.state())
+    scheduler = getattr(request.app.state, "report_scheduler", None)
+    reports = ReportsHealth(
+        scheduled=scheduler is not None,
+        next_run=scheduler.next.isoformat() if scheduler and scheduler.next else None,
+    )
+    if database.ok:
+        last = report_runs.history(db.cursor(), limit=1)
+        if last:
+            reports.last_week = last[0]["week"]
+            reports.last_status = last[0]["status"]
+            reports.last_error = last[0]["error"]
     ok = database.ok and state.running
     body = Health(
-        status="ok" if ok else "degraded", version=__version__, database=database, writer=state
+        status="ok" if ok else "degraded",
+        version=__version__,
+        database=database,
+        writer=state,
+        reports=reports,
     )
     return JSONResponse(body.model_dump(), status_code=200 if ok else 503)

@@ -37,6 +37,16 @@ class WriterHealth(BaseModel):
     last_move_error: str | None
 
 
+class ReportsHealth(BaseModel):
+    """The weekly email: whether it is scheduled, when next, and the last attempt."""
+
+    scheduled: bool
+    next_run: str | None = None
+    last_week: str | None = None
+    last_status: str | None = None
+    last_error: str | None = None
+
+
 class Health(BaseModel):
     """GET /api/health."""
 
@@ -44,6 +54,7 @@ class Health(BaseModel):
     version: str
     database: DatabaseHealth
     writer: WriterHealth
+    reports: ReportsHealth
 
 
 class HeatmapOut(BaseModel):

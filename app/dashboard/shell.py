@@ -9,8 +9,17 @@ import dash
 from dash import Dash, dcc, html
 from fastapi import FastAPI
 
+from app.config import Settings
 from app.dashboard import plotlyjs
-from app.dashboard.pages import latency, overview, rightsizing, seasonal, shapes, traffic
+from app.dashboard.pages import (
+    latency,
+    overview,
+    reports,
+    rightsizing,
+    seasonal,
+    shapes,
+    traffic,
+)
 from app.storage.database import Database
 
 
@@ -30,6 +39,7 @@ def mount(
     *,
     editable: bool = True,
     seasonal_threshold: float = 0.10,
+    settings: Settings | None = None,
 ) -> Dash:
     """Create the Dash app on `server` (Dash's FastAPI backend) and register the pages.
 
@@ -53,6 +63,8 @@ def mount(
     traffic.register(db, clock, tz)
     rightsizing.register(app, db, clock, editable=editable)
     seasonal.register(db, clock, tz, seasonal_threshold)
+    if settings is not None:
+        reports.register(db, clock, settings)
     app.layout = html.Div(
         [
             html.Header(

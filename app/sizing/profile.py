@@ -51,6 +51,9 @@ class EngineProfile(BaseModel):
     )
     measured_source: str | None = Field(None, description="Where measured_kv_tokens came from.")
     cost_per_gpu_hour: float | None = Field(None, ge=0)
+    report_to: str | None = Field(
+        None, max_length=2000, description="Extra recipients of the weekly email (comma list)."
+    )
     measured_rps_per_replica: float | None = Field(
         None, gt=0, description="Measured requests/s one replica sustains; caps seasonal plans."
     )

@@ -1,0 +1,1 @@
+"""The weekly rightsizing email: build, render, send, schedule (DESIGN §8)."""

@@ -1,0 +1,195 @@
+"""The weekly report's content: per engine KPIs, bounds, gain, seasonal verdict, drift.
+
+Every number comes from the same code as the dashboard and the API (app/rightsizing.py and
+app/analytics), over the report's ISO week in TOKENSHAPE_REPORT_TZ."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from urllib.parse import urlencode
+
+import numpy as np
+from plotly.colors import sample_colorscale
+
+from app.analytics import overview, shapes
+from app.analytics.filters import Filter
+from app.dashboard.figures import HEAT_SCALE, bin_labels
+from app.reports.schedule import week_bounds
+from app.rightsizing import NoProfile, engine_drift, recommend, seasonal
+from app.sizing.drift import Finding
+from app.sizing.rightsize import Recommendation
+from app.storage.database import Database
+from app.storage.engines import list_profiles
+
+KPI_ROWS = (
+    ("requests", "requests", "{:,.0f}"),
+    ("input_tokens", "input tokens", "{:,.0f}"),
+    ("output_tokens", "output tokens", "{:,.0f}"),
+    ("error_rate", "error rate", "{:.2%}"),
+    ("ttft_ms_p50", "TTFT p50 (ms)", "{:,.0f}"),
+    ("ttft_ms_p95", "TTFT p95 (ms)", "{:,.0f}"),
+    ("ttft_ms_p99", "TTFT p99 (ms)", "{:,.0f}"),
+    ("itl_ms_p50", "ITL p50 (ms)", "{:,.1f}"),
+    ("itl_ms_p95", "ITL p95 (ms)", "{:,.1f}"),
+    ("itl_ms_p99", "ITL p99 (ms)", "{:,.1f}"),
+    ("e2e_ms_p50", "E2E p50 (ms)", "{:,.0f}"),
+    ("e2e_ms_p95", "E2E p95 (ms)", "{:,.0f}"),
+    ("e2e_ms_p99", "E2E p99 (ms)", "{:,.0f}"),
+)
+REBUILD_GAIN = 1.1  # a rebuild is worth recommending from 10% more concurrent requests
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One heat map cell as the email draws it."""
+
+    count: int
+    background: str
+    colour: str
+
+
+@dataclass
+class EngineSection:
+    """Everything the email says about one engine."""
+
+    name: str
+    model: str
+    gpus: str
+    kpis: list[tuple[str, str, str]]  # label, value, week-over-week change
+    recommendation: Recommendation | None
+    rebuild: bool
+    gain: float | None
+    seasonal_verdict: str
+    findings: list[Finding]
+    heat_rows: list[tuple[str, list[Cell]]]
+    heat_columns: list[str]
+    links: dict[str, str]
+    problem: str | None = None
+
+
+@dataclass
+class Report:
+    """The week's report: a fleet summary line, the subject, and a section per engine."""
+
+    week: str
+    start: datetime
+    end: datetime
+    tz: str
+    summary: str
+    subject: str
+    engines: list[EngineSection] = field(default_factory=list)
+
+
+def _kpis(db: Database, engine: str, start: datetime, end: datetime) -> list[tuple[str, str, str]]:
+    cur = db.cursor()
+    now = overview.kpis(cur, Filter(start=start, end=end, engines=(engine,)))
+    before = overview.kpis(
+        cur, Filter(start=start - timedelta(days=7), end=start, engines=(engine,))
+    )
+    rows = []
+    for key, label, fmt in KPI_ROWS:
+        value, prev = now.get(key), before.get(key)
+        text = "–" if value is None else fmt.format(value)
+        change = "–" if value is None or not prev else f"{(value - prev) / prev:+.0%}"
+        rows.append((label, text, change))
+    return rows
+
+
+def _heat(db: Database, engine: str, start: datetime, end: datetime):
+    """The ISL × OSL heat map as rows of coloured cells (OSL rows from long to short)."""
+    hm = shapes.heatmap(db.cursor(), Filter(start=start, end=end, engines=(engine,)))
+    counts = hm.counts.T  # OSL rows, ISL columns
+    used_x, used_y = np.flatnonzero(counts.sum(axis=0)), np.flatnonzero(counts.sum(axis=1))
+    if not len(used_x):
+        return [], []
+    x_hi, y_hi = int(used_x.max()) + 1, int(used_y.max()) + 1
+    top = counts.max() or 1
+    rows = []
+    for j in reversed(range(y_hi)):
+        cells = []
+        for i in range(x_hi):
+            n = int(counts[j, i])
+            if n == 0:
+                cells.append(Cell(0, "#ffffff", "#ffffff"))
+                continue
+            share = float(np.log1p(n) / np.log1p(top))
+            colour = sample_colorscale(HEAT_SCALE, [share])[0]
+            cells.append(Cell(n, colour, "#ffffff" if share < 0.55 else "#111111"))
+        rows.append((bin_labels(hm.osl_edges)[j], cells))
+    return rows, bin_labels(hm.isl_edges)[:x_hi]
+
+
+def build_report(db: Database, week: str, *, tz: str, public_url: str, threshold: float) -> Report:
+    """The report for an ISO week; raises ValueError for a malformed week."""
+    start, end = week_bounds(week, tz)
+    sections: list[EngineSection] = []
+    total_static = total_best = 0.0
+    for name, stored in list_profiles(db.cursor()).items():
+        base = public_url.rstrip("/")
+        window = {"window": "custom", "start": start.isoformat(), "end": end.isoformat()}
+        links = {
+            "rightsizing": f"{base}/rightsizing?" + urlencode({"engine": name, "window": "7d"}),
+            "shapes": f"{base}/shapes?" + urlencode({"engine": name, **window}),
+            "seasonal": f"{base}/seasonal?" + urlencode({"engine": name}),
+        }
+        count = stored.get("tensor_parallel", 1) * stored.get("pipeline_parallel", 1)
+        gpus = f"{count}× {stored.get('gpu', '')}"
+        try:
+            rec = recommend(db, name, start=start, end=end)
+            season = seasonal(db, name, now=end, tz=tz, weeks=1, threshold=threshold)
+        except NoProfile as exc:
+            sections.append(
+                EngineSection(
+                    name,
+                    stored.get("model", ""),
+                    gpus,
+                    [],
+                    None,
+                    False,
+                    None,
+                    "",
+                    [],
+                    [],
+                    [],
+                    links,
+                    problem=str(exc),
+                )
+            )
+            continue
+        gain = None
+        if rec.capacity_now and rec.capacity_after and rec.capacity_now.worst:
+            gain = (rec.capacity_after.worst or 0) / rec.capacity_now.worst
+        rebuild = rec.status == "ok" and gain is not None and gain >= REBUILD_GAIN
+        if season.result is not None:
+            best = season.result.split or season.result.hourly
+            total_static += season.result.static.gpu_hours_week
+            total_best += min(best.gpu_hours_week, season.result.hourly.gpu_hours_week)
+        heat_rows, heat_columns = _heat(db, name, start, end)
+        sections.append(
+            EngineSection(
+                name=name,
+                model=stored.get("model", ""),
+                gpus=gpus,
+                kpis=_kpis(db, name, start, end),
+                recommendation=rec,
+                rebuild=rebuild,
+                gain=gain,
+                seasonal_verdict=season.verdict,
+                findings=engine_drift(db, name, stored, end),
+                heat_rows=heat_rows,
+                heat_columns=heat_columns,
+                links=links,
+            )
+        )
+    rebuilds = sum(s.rebuild for s in sections)
+    saving = 1 - total_best / total_static if total_static else 0.0
+    n = len(sections)
+    summary = (
+        f"{n} engine{'s' if n != 1 else ''}, {rebuilds} need{'s' if rebuilds == 1 else ''} a "
+        f"rebuild, est. {saving:.0%} GPU-hours to save"
+    )
+    critical = sum(f.severity == "critical" for s in sections for f in s.findings)
+    alert = f", {critical} critical drift finding{'s' if critical != 1 else ''}" if critical else ""
+    subject = f"tokenshape {week}: {summary}{alert}"
+    return Report(week, start, end, tz, summary, subject, sections)
