@@ -331,7 +331,7 @@ def cmd_seasonal(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Preview (write the .eml) or send the weekly email for a week."""
-    from app.reports.build import build_report
+    from app.reports.build import report_for
     from app.reports.render import compose
     from app.reports.schedule import last_full_week
     from app.reports.send import deliver_week, recipients_of
@@ -341,13 +341,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     to = [t for t in (args.to or "").split(",") if t.strip()]
     with _open(settings) as db:
         if args.action == "preview":
-            report = build_report(
-                db,
-                week,
-                tz=settings.report_tz,
-                public_url=settings.public_url,
-                threshold=settings.seasonal_threshold,
-            )
+            report = report_for(db, settings, week)
             recipients = recipients_of(settings, to) or ["(no recipients set)"]
             msg = compose(report, settings.smtp_from, recipients)
             out = Path(args.out or f"report-{week}.eml")

@@ -193,3 +193,14 @@ def build_report(db: Database, week: str, *, tz: str, public_url: str, threshold
     alert = f", {critical} critical drift finding{'s' if critical != 1 else ''}" if critical else ""
     subject = f"tokenshape {week}: {summary}{alert}"
     return Report(week, start, end, tz, summary, subject, sections)
+
+
+def report_for(db: Database, settings, week: str) -> Report:
+    """The report for a week with the server's settings (time zone, public URL, threshold)."""
+    return build_report(
+        db,
+        week,
+        tz=settings.report_tz,
+        public_url=settings.public_url,
+        threshold=settings.seasonal_threshold,
+    )

@@ -12,7 +12,7 @@ from datetime import datetime
 from email.message import EmailMessage
 
 from app.config import Settings
-from app.reports.build import build_report
+from app.reports.build import report_for
 from app.reports.render import compose
 from app.storage import report_runs
 from app.storage.database import Database
@@ -90,46 +90,35 @@ def deliver_week(
         return Outcome(week, "skipped", "no SMTP server: set TOKENSHAPE_SMTP_HOST")
     if report_runs.sent(cur, week):
         return Outcome(week, "skipped", f"the email for {week} was sent already")
-    report = build_report(
-        db,
-        week,
-        tz=settings.report_tz,
-        public_url=settings.public_url,
-        threshold=settings.seasonal_threshold,
-    )
+    report = report_for(db, settings, week)
     msg = compose(report, settings.smtp_from, recipients)
     error = ""
+
+    def record(attempt: int, started: datetime, status: str, **extra) -> None:
+        report_runs.record(
+            cur,
+            week=week,
+            recipients=recipients,
+            status=status,
+            attempt=attempt,
+            started_at=started,
+            finished_at=clock(),
+            **extra,
+        )
+
     for attempt in range(1, ATTEMPTS + 1):
         started = clock()
         try:
             transmit(msg, settings)
         except (OSError, smtplib.SMTPException, PermanentFailure) as exc:
             error = f"{type(exc).__name__}: {exc}"
-            report_runs.record(
-                cur,
-                week=week,
-                recipients=recipients,
-                status="failed",
-                attempt=attempt,
-                started_at=started,
-                finished_at=clock(),
-                error=error,
-            )
+            record(attempt, started, "failed", error=error)
             log.warning("weekly email for %s, attempt %d: %s", week, attempt, error)
             if isinstance(exc, PermanentFailure) or attempt == ATTEMPTS:
                 break
             sleep(BACKOFF_S[attempt - 1])
             continue
-        report_runs.record(
-            cur,
-            week=week,
-            recipients=recipients,
-            status="sent",
-            attempt=attempt,
-            started_at=started,
-            finished_at=clock(),
-            message_id=msg["Message-ID"],
-        )
+        record(attempt, started, "sent", message_id=msg["Message-ID"])
         log.info("weekly email for %s sent to %d recipients", week, len(recipients))
         return Outcome(week, "sent", f"sent to {', '.join(recipients)}", msg["Message-ID"])
     return Outcome(week, "failed", error)

@@ -9,7 +9,7 @@ from dash import html
 
 from app.dashboard import filterbar, ids
 from app.dashboard.pages import register_page
-from app.reports.build import build_report
+from app.reports.build import report_for
 from app.reports.render import render
 from app.reports.schedule import last_full_week
 from app.storage import report_runs
@@ -47,13 +47,7 @@ def layout_for(db: Database, query: dict, now: datetime, settings) -> html.Div:
     """The page for a URL query: one week's email and the history."""
     weeks = _weeks(now, settings.report_tz)
     week = query.get("week") if query.get("week") in weeks else next(iter(weeks))
-    report = build_report(
-        db,
-        week,
-        tz=settings.report_tz,
-        public_url=settings.public_url,
-        threshold=settings.seasonal_threshold,
-    )
+    report = report_for(db, settings, week)
     email, _ = render(report)
     schedule = (
         f"Scheduled: '{settings.report_cron}' in {settings.report_tz} to {settings.report_to}."
