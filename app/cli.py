@@ -333,16 +333,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Preview (write the .eml) or send the weekly email for a week."""
     from app.reports.build import report_for
     from app.reports.render import compose
-    from app.reports.schedule import last_full_week
+    from app.reports.schedule import canonical_week, last_full_week
     from app.reports.send import deliver_week, recipients_of
 
     settings = _settings(args)
-    week = args.week or last_full_week(datetime.now(UTC), settings.report_tz)
+    week = (
+        canonical_week(args.week)
+        if args.week
+        else last_full_week(datetime.now(UTC), settings.report_tz)
+    )
     to = [t for t in (args.to or "").split(",") if t.strip()]
     with _open(settings) as db:
         if args.action == "preview":
             report = report_for(db, settings, week)
-            recipients = recipients_of(settings, to) or ["(no recipients set)"]
+            recipients = recipients_of(settings, to)[0] or ["(no recipients set)"]
             msg = compose(report, settings.smtp_from, recipients)
             out = Path(args.out or f"report-{week}.eml")
             out.write_bytes(msg.as_bytes())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -48,7 +48,7 @@ class Settings(BaseSettings):
     smtp_port: int = Field(587, ge=1, le=65535, description="SMTP port.")
     smtp_tls: str = Field("starttls", description="SMTP security: starttls, ssl or none.")
     smtp_user: str = Field("", description="SMTP user name (empty: no login).")
-    smtp_password: str = Field("", description="SMTP password (never logged).")
+    smtp_password: SecretStr = Field(SecretStr(""), description="SMTP password (never logged).")
     smtp_from: str = Field("tokenshape@localhost", description="The email's From address.")
     report_to: str = Field(
         "", description="Comma-separated recipients of the weekly email (empty: no schedule)."

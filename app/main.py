@@ -18,6 +18,7 @@ from app.config import Settings
 from app.dashboard.shell import mount
 from app.reports.schedule import ReportScheduler, parse_cron
 from app.reports.send import deliver_week
+from app.storage import report_runs
 from app.storage.database import Database
 from app.storage.writer import Writer
 from ingest import routes as ingest_routes
@@ -73,10 +74,17 @@ def create_app(
             scheduler = ReportScheduler(
                 parse_cron(settings.report_cron),
                 settings.report_tz,
-                lambda week: deliver_week(database, settings, week, clock=clock),
+                lambda week, stop: deliver_week(database, settings, week, clock=clock, stop=stop),
+                lambda week: report_runs.sent(database.cursor(), week),
                 clock,
             )
             scheduler.start()
+            log.info(
+                "weekly email on: '%s' in %s to %s",
+                settings.report_cron,
+                settings.report_tz,
+                settings.report_to,
+            )
         app.state.report_scheduler = scheduler
         await _warm_up_dash(app)
         log.info(

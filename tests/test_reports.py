@@ -6,6 +6,7 @@ import asyncio
 import email
 import os
 import shutil
+import time
 from datetime import UTC, datetime, timedelta
 from email import policy
 
@@ -91,11 +92,13 @@ def test_the_email_arrives_with_the_apis_numbers(smtp, seeded, tmp_path):
         cur = db.cursor()
         profile = demo.DEMO_PROFILES["llm-70b"] | {"report_to": "llm-team@example.com"}
         put_profile(cur, "llm-70b", profile, NOW)
-    gen = serve(settings)
+    gen = serve(settings)  # its schedule is due for the last full week: it sends by itself
     live = next(gen)
     try:
-        outcome = deliver_week(live.db, settings, WEEK, clock=lambda: NOW, sleep=lambda s: None)
-        assert outcome.status == "sent", outcome.detail
+        deadline = time.monotonic() + 60
+        while not inbox.messages and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert last_full_week(datetime.now(UTC), "UTC") == WEEK or pytest.skip("clock moved")
         (rcpts, msg) = inbox.messages[0]
         assert sorted(rcpts) == ["lead@example.com", "llm-team@example.com", "oncall@example.com"]
         assert msg["Subject"].startswith(f"tokenshape {WEEK}: 3 engines, ")
@@ -116,8 +119,9 @@ def test_the_email_arrives_with_the_apis_numbers(smtp, seeded, tmp_path):
                         key,
                     )
                 assert engine in parts["text/plain"]
-        # A second run for the same week sends nothing.
-        again = deliver_week(live.db, settings, WEEK, clock=lambda: NOW, sleep=lambda s: None)
+        # A second run for the same week (the CLI, a restart) sends nothing.
+        clock = lambda: datetime.now(UTC)  # noqa: E731
+        again = deliver_week(live.db, settings, WEEK, clock=clock, sleep=lambda s: None)
         assert again.status == "skipped" and len(inbox.messages) == 1
         runs = report_runs.history(live.db.cursor())
         assert [(r["week"], r["status"]) for r in runs] == [(WEEK, "sent")]
@@ -178,23 +182,62 @@ def test_the_schedule_keeps_local_time_across_dst():
 
 
 def test_the_scheduler_fires_at_local_times_with_an_injected_clock():
-    now = [datetime(2026, 10, 18, 12, 0, tzinfo=UTC)]
-    sent: list[str] = []
-    fired: list[datetime] = []
+    now = [datetime(2026, 10, 18, 12, 0, tzinfo=UTC)]  # a Sunday, the server just started
+    done: set[str] = set()
+    sends: list[tuple[str, datetime]] = []
 
     async def fake_sleep(seconds: float) -> None:
         now[0] += timedelta(seconds=seconds)
-        fired.append(now[0])
+
+    def send(week, _stop):
+        sends.append((week, now[0]))
+        done.add(week)
+        return "sent"
 
     scheduler = ReportScheduler(
-        parse_cron("0 8 * * 1"), "Europe/Berlin", sent.append, lambda: now[0], fake_sleep
+        parse_cron("0 8 * * 1"),
+        "Europe/Berlin",
+        send,
+        done.__contains__,
+        lambda: now[0],
+        fake_sleep,
     )
-    asyncio.run(scheduler.run(rounds=2))
-    assert fired == [
-        datetime(2026, 10, 19, 6, 0, tzinfo=UTC),  # 08:00 CEST
-        datetime(2026, 10, 26, 7, 0, tzinfo=UTC),  # 08:00 CET
+    asyncio.run(scheduler.run(rounds=3))
+    assert sends == [
+        ("2026-W41", datetime(2026, 10, 18, 12, 0, tzinfo=UTC)),  # missed while down: caught up
+        ("2026-W42", datetime(2026, 10, 19, 6, 0, tzinfo=UTC)),  # Monday 08:00 CEST
+        ("2026-W43", datetime(2026, 10, 26, 7, 0, tzinfo=UTC)),  # Monday 08:00 CET
     ]
-    assert sent == ["2026-W42", "2026-W43"]
+
+
+def test_a_failed_week_is_tried_again_until_it_is_sent():
+    now = [datetime(2026, 11, 23, 8, 0, tzinfo=UTC)]  # Monday 08:00: W47 is due
+    attempts: list[datetime] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        now[0] += timedelta(seconds=seconds)
+
+    def send(week, _stop):
+        attempts.append(now[0])
+        if len(attempts) < 3:
+            raise OSError("connection refused")
+        return "sent"
+
+    scheduler = ReportScheduler(
+        parse_cron("0 8 * * 1"),
+        "UTC",
+        send,
+        lambda w: len(attempts) >= 3,
+        lambda: now[0],
+        fake_sleep,
+    )
+    asyncio.run(scheduler.run(rounds=3))
+    assert [a - attempts[0] for a in attempts] == [
+        timedelta(0),
+        timedelta(minutes=30),
+        timedelta(minutes=60),
+    ]
+    assert "OSError" in str(scheduler.last) or scheduler.last == "sent"
 
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -219,3 +262,23 @@ def test_the_html_renders_at_mail_client_width(seeded, tmp_path):
             )
         browser.close()
     assert width <= 620  # no sideways scrolling at a mail client's width
+
+
+def test_weeks_are_strict_and_only_past_ones_are_sent(seeded, tmp_path):
+    from app.reports.schedule import canonical_week
+
+    for bad in ("2026-w47", "2026-W047", " 2026-W47", "9999-W52", "2026-W54"):
+        with pytest.raises(ValueError, match="ISO week such as 2026-W47"):
+            canonical_week(bad)
+    settings = _settings(tmp_path, free_port())
+    with Database(seeded).open() as db, pytest.raises(ValueError, match="has not ended yet"):
+        deliver_week(db, settings, "2026-W48", clock=lambda: NOW)
+
+
+def test_a_password_is_never_sent_unencrypted(seeded, tmp_path):
+    settings = _settings(tmp_path, free_port(), smtp_user="u", smtp_password="p")
+    settings = settings.model_copy(update={"smtp_host": "mail.example.com"})
+    with Database(seeded).open() as db:
+        outcome = deliver_week(db, settings, WEEK, clock=lambda: NOW, sleep=lambda s: None)
+    assert outcome.status == "failed" and "unencrypted" in outcome.detail
+    assert "'p'" not in repr(settings)  # SecretStr: the password never shows

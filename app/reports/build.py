@@ -104,7 +104,8 @@ def _heat(db: Database, engine: str, start: datetime, end: datetime):
     if not len(used_x):
         return [], []
     x_hi, y_hi = int(used_x.max()) + 1, int(used_y.max()) + 1
-    top = counts.max() or 1
+    # The dashboard's scale: Cividis, linear from the smallest to the largest non-empty cell.
+    lo, hi = int(counts[counts > 0].min()), int(counts.max())
     rows = []
     for j in reversed(range(y_hi)):
         cells = []
@@ -113,7 +114,7 @@ def _heat(db: Database, engine: str, start: datetime, end: datetime):
             if n == 0:
                 cells.append(Cell(0, "#ffffff", "#ffffff"))
                 continue
-            share = float(np.log1p(n) / np.log1p(top))
+            share = (n - lo) / (hi - lo) if hi > lo else 1.0
             colour = sample_colorscale(HEAT_SCALE, [share])[0]
             cells.append(Cell(n, colour, "#ffffff" if share < 0.55 else "#111111"))
         rows.append((bin_labels(hm.osl_edges)[j], cells))
@@ -129,9 +130,10 @@ def build_report(db: Database, week: str, *, tz: str, public_url: str, threshold
         base = public_url.rstrip("/")
         window = {"window": "custom", "start": start.isoformat(), "end": end.isoformat()}
         links = {
-            "rightsizing": f"{base}/rightsizing?" + urlencode({"engine": name, "window": "7d"}),
+            "rightsizing": f"{base}/rightsizing?"
+            + urlencode({"engine": name, "start": start.isoformat(), "end": end.isoformat()}),
             "shapes": f"{base}/shapes?" + urlencode({"engine": name, **window}),
-            "seasonal": f"{base}/seasonal?" + urlencode({"engine": name}),
+            "seasonal": f"{base}/seasonal?" + urlencode({"engine": name, "weeks": "1"}),
         }
         count = stored.get("tensor_parallel", 1) * stored.get("pipeline_parallel", 1)
         gpus = f"{count}× {stored.get('gpu', '')}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from email import policy
 from email.message import EmailMessage
-from email.utils import make_msgid
+from email.utils import formatdate, make_msgid, parseaddr
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -60,7 +60,9 @@ def compose(report: Report, sender: str, recipients: list[str]) -> EmailMessage:
     msg["Subject"] = report.subject
     msg["From"] = sender
     msg["To"] = ", ".join(recipients)
-    domain = sender.rsplit("@", 1)[-1] if "@" in sender else "tokenshape.local"
+    address = parseaddr(sender)[1]
+    domain = address.rsplit("@", 1)[-1] if "@" in address else "tokenshape.local"
+    msg["Date"] = formatdate(localtime=False)
     msg["Message-ID"] = make_msgid(idstring=f"tokenshape-{report.week}", domain=domain)
     msg.set_content(text)
     msg.add_alternative(html, subtype="html")

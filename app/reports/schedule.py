@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import re
+import threading
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
@@ -80,52 +82,96 @@ def last_full_week(now: datetime, tz: str) -> str:
     return f"{year}-W{week:02d}"
 
 
-def week_bounds(week: str, tz: str) -> tuple[datetime, datetime]:
-    """[Monday 00:00, next Monday 00:00) of an ISO week in tz, as UTC datetimes."""
+WEEK_FORMAT = re.compile(r"^(\d{4})-W(\d{2})$")
+
+
+def canonical_week(week: str) -> str:
+    """'2026-W47' exactly (the key the send history dedupes on); ValueError otherwise."""
+    m = WEEK_FORMAT.match(week)
     try:
-        year_text, week_text = week.upper().split("-W")
-        monday = date.fromisocalendar(int(year_text), int(week_text), 1)
+        if not m or not 2000 <= int(m.group(1)) <= 2999:
+            raise ValueError
+        date.fromisocalendar(int(m.group(1)), int(m.group(2)), 1)
     except ValueError:
         raise ValueError(f"week {week!r}: use an ISO week such as 2026-W47") from None
+    return week
+
+
+def week_bounds(week: str, tz: str) -> tuple[datetime, datetime]:
+    """[Monday 00:00, next Monday 00:00) of an ISO week in tz, as UTC datetimes."""
+    m = WEEK_FORMAT.match(canonical_week(week))
+    assert m is not None
+    monday = date.fromisocalendar(int(m.group(1)), int(m.group(2)), 1)
     zone = ZoneInfo(tz)
     start = datetime.combine(monday, time(0), tzinfo=zone).astimezone(UTC)
     end = datetime.combine(monday + timedelta(days=7), time(0), tzinfo=zone).astimezone(UTC)
     return start, end
 
 
-class ReportScheduler:
-    """Sends the weekly email from inside the server at the cron times (off without recipients
-    or SMTP server). The clock and the sleep are injected, so tests can run it through DST."""
+RETRY_S = 30 * 60  # after a failed week, try again this often until it is sent
 
-    def __init__(self, cron: Cron, tz: str, send_week, clock, sleep=None):
+
+class ReportScheduler:
+    """Sends the weekly email from inside the server (off without recipients or SMTP server).
+
+    On every wake-up it sends the last full week if that week is due (its fire time has passed)
+    and not sent yet: a server that was down at the fire time catches up when it starts, and a
+    failed week is tried again every 30 minutes until the next week replaces it. The clock and
+    the sleep are injected, so tests can run it through DST."""
+
+    def __init__(self, cron: Cron, tz: str, send_week, sent, clock, sleep=None):
         self.cron, self.tz = cron, tz
-        self.send_week = send_week  # week -> Outcome, run in a worker thread
+        self.send_week = send_week  # (week, stop event) -> Outcome, run in a worker thread
+        self.sent = sent  # week -> bool: sent (or in doubt) already
         self.clock = clock
         self.sleep = sleep or asyncio.sleep
-        self.last = None  # the last Outcome, for /api/health
+        self.last = None  # the last Outcome or error, for /api/health
         self.next: datetime | None = None
-        self._task = None
+        self.stopping = threading.Event()
+        self._task: asyncio.Task | None = None
+        self._worker: asyncio.Future | None = None
+
+    def due(self, now: datetime) -> str | None:
+        """The last full week, if its fire time has passed and it was not sent."""
+        week = last_full_week(now, self.tz)
+        start, end = week_bounds(week, self.tz)
+        fire = next_fire(self.cron, end - timedelta(microseconds=1), self.tz)
+        return week if fire <= now and not self.sent(week) else None
 
     async def run(self, rounds: int | None = None) -> None:
-        """Wait for each fire time and send the last full week (`rounds` limits it for tests)."""
+        """Wake at each fire time (or to retry) and send what is due; `rounds` (for tests)
+        stops after that many sends."""
         done = 0
         while rounds is None or done < rounds:
             now = self.clock()
+            week = await asyncio.to_thread(self.due, now)
+            if week is not None:
+                try:
+                    self._worker = asyncio.ensure_future(
+                        asyncio.to_thread(self.send_week, week, self.stopping)
+                    )
+                    self.last = await asyncio.shield(self._worker)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # the server keeps running; the failure is shown
+                    self.last = f"{type(exc).__name__}: {exc}"
+                done += 1
+                now = self.clock()
             self.next = next_fire(self.cron, now, self.tz)
-            await self.sleep(max((self.next - now).total_seconds(), 0))
-            week = last_full_week(self.next, self.tz)
-            try:
-                self.last = await asyncio.to_thread(self.send_week, week)
-            except Exception as exc:  # the server keeps running; the failure is shown
-                self.last = f"{type(exc).__name__}: {exc}"
-            done += 1
+            failed = week is not None and getattr(self.last, "status", "") != "sent"
+            wake = min(self.next, now + timedelta(seconds=RETRY_S)) if failed else self.next
+            # Sleep in chunks of at most an hour: a suspended host or a changed clock is
+            # noticed, and an early wake-up cannot send twice (the week is sent by then).
+            await self.sleep(min(max((wake - now).total_seconds(), 0), 3600))
 
     def start(self) -> None:
         """Run in the background (from the app's lifespan)."""
         self._task = asyncio.create_task(self.run(), name="tokenshape-report-scheduler")
 
     async def stop(self) -> None:
-        """Cancel the background task."""
+        """Stop: a send in progress gives up its retries and is awaited (the database stays
+        open under it)."""
+        self.stopping.set()
         if self._task is not None:
             self._task.cancel()
             try:
@@ -133,3 +179,8 @@ class ReportScheduler:
             except asyncio.CancelledError:
                 pass
             self._task = None
+        if self._worker is not None and not self._worker.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(self._worker), timeout=60)
+            except (TimeoutError, Exception):  # noqa: BLE001 - shutting down either way
+                pass

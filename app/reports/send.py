@@ -5,15 +5,18 @@ from __future__ import annotations
 import logging
 import smtplib
 import ssl
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from email.message import EmailMessage
+from email.utils import getaddresses
 
 from app.config import Settings
 from app.reports.build import report_for
 from app.reports.render import compose
+from app.reports.schedule import canonical_week, week_bounds
 from app.storage import report_runs
 from app.storage.database import Database
 from app.storage.engines import list_profiles
@@ -39,36 +42,67 @@ class Outcome:
 
 def recipients_of(
     settings: Settings, override: list[str] | None = None, profiles: dict | None = None
-) -> list[str]:
-    """The recipients: an override, else TOKENSHAPE_REPORT_TO plus each engine profile's own
-    `report_to` (the team that runs it), without repeats."""
-    listed = list(override) if override else settings.report_to.split(",")
+) -> tuple[list[str], list[str]]:
+    """(To, Bcc): an override, else TOKENSHAPE_REPORT_TO; and each engine profile's own
+    `report_to` (the team that runs it) as Bcc, so teams do not see each other's addresses."""
+    to = [r.strip() for r in (override or settings.report_to.split(",")) if r.strip()]
+    bcc: list[str] = []
     if not override:
         for profile in (profiles or {}).values():
-            listed += (profile.get("report_to") or "").split(",")
-    return list(dict.fromkeys(r.strip() for r in listed if r.strip()))
+            bcc += [r.strip() for r in (profile.get("report_to") or "").split(",") if r.strip()]
+    return to, [b for b in dict.fromkeys(bcc) if b not in to]
 
 
-def transmit(msg: EmailMessage, settings: Settings, timeout: float = 30.0) -> None:
-    """One SMTP delivery (STARTTLS, implicit TLS or plain, optional login)."""
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def transmit(
+    msg: EmailMessage, settings: Settings, bcc: list[str], timeout: float = 30.0
+) -> str | None:
+    """One SMTP delivery (STARTTLS, implicit TLS or plain, optional login). Returns the
+    recipients the server refused, if some were taken. Raises PermanentFailure when retrying
+    cannot help; other exceptions are temporary."""
+    if (
+        settings.smtp_user
+        and settings.smtp_tls == "none"
+        and (settings.smtp_host not in LOOPBACK_HOSTS)
+    ):
+        raise PermanentFailure(
+            "refusing to send the SMTP password unencrypted: set TOKENSHAPE_SMTP_TLS to "
+            "starttls or ssl"
+        )
     context = ssl.create_default_context()
     smtp_class = smtplib.SMTP_SSL if settings.smtp_tls == "ssl" else smtplib.SMTP
     kwargs = {"context": context} if settings.smtp_tls == "ssl" else {}
     try:
-        with smtp_class(settings.smtp_host, settings.smtp_port, timeout=timeout, **kwargs) as s:
+        s = smtp_class(settings.smtp_host, settings.smtp_port, timeout=timeout, **kwargs)
+        try:
             if settings.smtp_tls == "starttls":
                 s.starttls(context=context)
             if settings.smtp_user:
-                s.login(settings.smtp_user, settings.smtp_password)
-            s.send_message(msg)
+                s.login(settings.smtp_user, settings.smtp_password.get_secret_value())
+            to = [a for _, a in getaddresses([msg["To"] or ""])] + bcc
+            refused = s.send_message(msg, to_addrs=to)
+        finally:
+            try:  # once the message is taken, a failing QUIT must not make it a failure
+                s.quit()
+            except (OSError, smtplib.SMTPException):
+                s.close()
     except smtplib.SMTPAuthenticationError as exc:
+        if 400 <= exc.smtp_code < 500:
+            raise
         raise PermanentFailure(f"SMTP login refused ({exc.smtp_code})") from None
+    except (smtplib.SMTPRecipientsRefused, smtplib.SMTPNotSupportedError) as exc:
+        raise PermanentFailure(f"{type(exc).__name__}: {exc}") from None
+    except ssl.SSLCertVerificationError as exc:
+        raise PermanentFailure(f"the SMTP server's certificate is not trusted: {exc}") from None
     except smtplib.SMTPResponseException as exc:
         if 500 <= exc.smtp_code < 600:
             raise PermanentFailure(
                 f"SMTP server refused ({exc.smtp_code} {exc.smtp_error!r})"
             ) from None
         raise
+    return ", ".join(f"{a} ({code})" for a, (code, _) in refused.items()) or None
 
 
 def deliver_week(
@@ -78,47 +112,71 @@ def deliver_week(
     *,
     clock: Callable[[], datetime],
     to: list[str] | None = None,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], object] = time.sleep,
+    stop: threading.Event | None = None,
 ) -> Outcome:
-    """Build and send a week's email once: a week already sent is skipped, each attempt is a
-    row in report_runs, temporary failures are retried with backoff."""
+    """Build and send a week's email once. A week already sent (or in doubt) is skipped; each
+    attempt is a row in report_runs, opened as 'sending' before the server is contacted, so a
+    crash mid-send is never followed by a second copy; temporary failures are retried with
+    backoff (cut short by `stop` when the server shuts down)."""
+    week = canonical_week(week)
+    start, end = week_bounds(week, settings.report_tz)
+    if end > clock():
+        raise ValueError(f"week {week} has not ended yet; its email goes out when it has")
     cur = db.cursor()
-    recipients = recipients_of(settings, to, list_profiles(cur))
+    recipients, bcc = recipients_of(settings, to, list_profiles(cur))
     if not recipients:
         return Outcome(week, "skipped", "no recipients: set TOKENSHAPE_REPORT_TO or pass --to")
     if not settings.smtp_host:
         return Outcome(week, "skipped", "no SMTP server: set TOKENSHAPE_SMTP_HOST")
     if report_runs.sent(cur, week):
-        return Outcome(week, "skipped", f"the email for {week} was sent already")
-    report = report_for(db, settings, week)
-    msg = compose(report, settings.smtp_from, recipients)
+        return Outcome(week, "skipped", f"the email for {week} was sent already (or may have been)")
+    everyone = recipients + bcc
     error = ""
-
-    def record(attempt: int, started: datetime, status: str, **extra) -> None:
+    try:
+        msg = compose(report_for(db, settings, week), settings.smtp_from, recipients)
+    except Exception as exc:  # recorded, so /api/health shows it; the scheduler retries
+        error = f"building the email failed: {type(exc).__name__}: {exc}"
+        log.error("weekly email for %s: %s", week, error)
         report_runs.record(
             cur,
             week=week,
-            recipients=recipients,
-            status=status,
-            attempt=attempt,
-            started_at=started,
+            recipients=everyone,
+            status="failed",
+            attempt=1,
+            started_at=clock(),
             finished_at=clock(),
-            **extra,
+            error=error,
         )
-
+        return Outcome(week, "failed", error)
     for attempt in range(1, ATTEMPTS + 1):
-        started = clock()
+        run_id = report_runs.record(
+            cur,
+            week=week,
+            recipients=everyone,
+            status="sending",
+            attempt=attempt,
+            started_at=clock(),
+            finished_at=None,
+            message_id=msg["Message-ID"],
+        )
         try:
-            transmit(msg, settings)
+            refused = transmit(msg, settings, bcc)
         except (OSError, smtplib.SMTPException, PermanentFailure) as exc:
             error = f"{type(exc).__name__}: {exc}"
-            record(attempt, started, "failed", error=error)
+            report_runs.finish(cur, run_id, status="failed", finished_at=clock(), error=error)
             log.warning("weekly email for %s, attempt %d: %s", week, attempt, error)
-            if isinstance(exc, PermanentFailure) or attempt == ATTEMPTS:
+            last = isinstance(exc, PermanentFailure) or attempt == ATTEMPTS
+            if last or (stop is not None and stop.is_set()):
                 break
-            sleep(BACKOFF_S[attempt - 1])
+            if stop is not None:
+                if stop.wait(BACKOFF_S[attempt - 1]):
+                    break
+            else:
+                sleep(BACKOFF_S[attempt - 1])
             continue
-        record(attempt, started, "sent", message_id=msg["Message-ID"])
-        log.info("weekly email for %s sent to %d recipients", week, len(recipients))
-        return Outcome(week, "sent", f"sent to {', '.join(recipients)}", msg["Message-ID"])
+        note = f"refused: {refused}" if refused else None
+        report_runs.finish(cur, run_id, status="sent", finished_at=clock(), error=note)
+        log.info("weekly email for %s sent to %d recipients", week, len(everyone))
+        return Outcome(week, "sent", f"sent to {', '.join(everyone)}", msg["Message-ID"])
     return Outcome(week, "failed", error)

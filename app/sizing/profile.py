@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from email.utils import getaddresses
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -81,6 +82,13 @@ class EngineProfile(BaseModel):
             raise ValueError(
                 f"max_seq_len {self.max_seq_len:,} is beyond the model's context of {context:,}"
             )
+        if self.report_to:
+            for name, address in getaddresses([self.report_to]):
+                if "@" not in address or any(c in address for c in " \r\n<>"):
+                    raise ValueError(
+                        f"report_to: {address or name!r} is not an email address (use "
+                        "a@example.com, b@example.com)"
+                    )
         for dtype in (self.weight_dtype, self.kv_dtype):
             reason = dtype_supported(self.gpu_spec(), dtype)
             if reason:

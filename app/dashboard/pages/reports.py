@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from dash import html
 
@@ -11,7 +11,7 @@ from app.dashboard import filterbar, ids
 from app.dashboard.pages import register_page
 from app.reports.build import report_for
 from app.reports.render import render
-from app.reports.schedule import last_full_week
+from app.reports.schedule import canonical_week, last_full_week, week_bounds
 from app.storage import report_runs
 from app.storage.database import Database
 
@@ -26,7 +26,7 @@ def _history(db: Database) -> html.Table:
         html.Tr(
             [
                 html.Td(r["week"]),
-                html.Td(f"{r['started_at']:%Y-%m-%d %H:%M}"),
+                html.Td(f"{r['started_at'].astimezone(UTC):%Y-%m-%d %H:%M}"),
                 html.Td(r["status"]),
                 html.Td(str(r["attempt"])),
                 html.Td(r["recipients"]),
@@ -46,9 +46,19 @@ def _history(db: Database) -> html.Table:
 def layout_for(db: Database, query: dict, now: datetime, settings) -> html.Div:
     """The page for a URL query: one week's email and the history."""
     weeks = _weeks(now, settings.report_tz)
-    week = query.get("week") if query.get("week") in weeks else next(iter(weeks))
+    week = next(iter(weeks))
+    asked = query.get("week")
+    if asked:
+        try:  # any past week, not only those in the list
+            if week_bounds(canonical_week(asked), settings.report_tz)[1] <= now:
+                week = asked
+                weeks.setdefault(asked, asked)
+        except ValueError:
+            pass
     report = report_for(db, settings, week)
     email, _ = render(report)
+    # Links open in a new tab: inside the sandboxed frame the dashboard could not run.
+    email = email.replace("<head>", '<head><base target="_blank">', 1)
     schedule = (
         f"Scheduled: '{settings.report_cron}' in {settings.report_tz} to {settings.report_to}."
         if settings.report_to and settings.smtp_host
@@ -74,7 +84,7 @@ def layout_for(db: Database, query: dict, now: datetime, settings) -> html.Div:
             html.Iframe(
                 srcDoc=email,
                 id=ids.REPORTS_PREVIEW,
-                sandbox="",
+                sandbox="allow-popups allow-popups-to-escape-sandbox",
                 style={"width": "660px", "height": "900px", "border": "1px solid #dfe3ec"},
             ),
             html.H3("Send history"),

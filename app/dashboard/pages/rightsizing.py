@@ -303,6 +303,11 @@ def layout_for(db: Database, query: dict, now: datetime, editable: bool = True) 
     window = query.get("window") if query.get("window") in WINDOWS else "7d"
     coverage = query.get("coverage") if query.get("coverage") in COVERAGES else "0.999"
     start, end = now - WINDOWS[window], now
+    given = filterbar.parse_query(
+        {"window": "custom", "start": query.get("start"), "end": query.get("end")}, now
+    )
+    if given.start and given.end:  # a link from the weekly email: exactly its week
+        start, end = given.start, given.end
     profiles = list_profiles(db.cursor())
     seen = filterbar.choices(db).get("engine", [])
     engines = sorted(set(profiles) | set(seen))
