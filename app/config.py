@@ -8,6 +8,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.cron import parse_cron
+
 
 class Settings(BaseSettings):
     """Every tunable of the server; each field is documented in README.md and .env.example."""
@@ -62,8 +64,6 @@ class Settings(BaseSettings):
     @field_validator("report_cron")
     @classmethod
     def _cron(cls, value: str) -> str:
-        from app.reports.schedule import parse_cron  # pure parsing; no import-time effects
-
         parse_cron(value)
         return value
 

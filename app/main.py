@@ -15,8 +15,9 @@ from fastapi.responses import JSONResponse
 from app import __version__
 from app.api import drift, engines, health, latency, shapes
 from app.config import Settings
+from app.cron import parse_cron
 from app.dashboard.shell import mount
-from app.reports.schedule import ReportScheduler, parse_cron
+from app.reports.schedule import ReportScheduler
 from app.reports.send import deliver_week
 from app.storage import report_runs
 from app.storage.database import Database

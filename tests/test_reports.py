@@ -15,13 +15,13 @@ from aiosmtpd.controller import Controller
 
 from app import demo
 from app.config import Settings
+from app.cron import parse_cron
 from app.reports.build import build_report
 from app.reports.render import render
 from app.reports.schedule import (
     ReportScheduler,
     last_full_week,
     next_fire,
-    parse_cron,
     week_bounds,
 )
 from app.reports.send import deliver_week
