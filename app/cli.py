@@ -409,7 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument(
         "--format",
         default="auto",
-        choices=["auto", "ndjson", "csv", "parquet", "azure"],
+        choices=["auto", "ndjson", "csv", "parquet", "azure", "genai-perf", "aiperf"],
         help="file format (default: from the extension and header)",
     )
     imp.add_argument("--model", help="model name for formats that carry none (azure)")

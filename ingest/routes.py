@@ -16,6 +16,7 @@ from app.storage.tokens import TokenInfo
 from app.storage.writer import Writer, WriterSaturated, WriterStopped
 from ingest.auth import require_scope
 from ingest.body import BodyError, check_native_type, read_limited
+from ingest.formats import litellm
 from ingest.formats.native import EnvelopeError, parse
 from ingest.schemas import ErrorResponse, IngestResponse, ItemError
 
@@ -68,6 +69,33 @@ async def post_requests(
     token: Annotated[TokenInfo, Depends(require_scope("ingest"))],
 ) -> JSONResponse:
     """Take a batch of native records from a gateway."""
+    return await _take(request, settings, writer, clock, token, "native", parse)
+
+
+@router.post(
+    "/v1/litellm",
+    response_model=IngestResponse,
+    responses=_ERRORS,  # type: ignore[arg-type]
+    summary="Take LiteLLM generic_api callback logs",
+    description=(
+        "LiteLLM proxy `generic_api` callback payloads (StandardLoggingPayload) in any of its "
+        "log formats: `json_array`, `ndjson` or `single`. Same answer and rules as "
+        "/v1/requests; errors name LiteLLM's fields."
+    ),
+)
+async def post_litellm(
+    request: Request,
+    settings: SettingsDep,
+    writer: WriterDep,
+    clock: ClockDep,
+    token: Annotated[TokenInfo, Depends(require_scope("ingest"))],
+) -> JSONResponse:
+    """Take LiteLLM's logs."""
+    return await _take(request, settings, writer, clock, token, "litellm", litellm.parse)
+
+
+async def _take(request, settings, writer, clock, token, fmt: str, decoder) -> JSONResponse:
+    """The ingest contract for any format: read, decode, quarantine, store, answer."""
     received_at = clock()
     gateway = token.gateway
     try:
@@ -78,11 +106,11 @@ async def post_requests(
     except BodyError as exc:
         if exc.status in (400, 413):
             reject = Reject(None, None, exc.message, None)
-            await _quarantine(writer, Batch(gateway, "native", received_at, None, [reject]))
+            await _quarantine(writer, Batch(gateway, fmt, received_at, None, [reject]))
         return _error(exc.status, exc.message)
 
     decode = functools.partial(
-        parse,
+        decoder,
         body,
         ndjson=ndjson,
         gateway=gateway,
@@ -100,12 +128,10 @@ async def post_requests(
     except EnvelopeError as exc:
         raw = body[: settings.reject_raw_chars].decode(errors="replace")
         reject = Reject(None, None, str(exc), raw)
-        await _quarantine(writer, Batch(gateway, "native", received_at, None, [reject]))
+        await _quarantine(writer, Batch(gateway, fmt, received_at, None, [reject]))
         return _error(400, str(exc))
     try:
-        result = await writer.submit(
-            Batch(gateway, "native", received_at, parsed.rows, parsed.rejects)
-        )
+        result = await writer.submit(Batch(gateway, fmt, received_at, parsed.rows, parsed.rejects))
     except WriterSaturated as exc:
         return _error(
             503, "the writer is saturated; nothing was stored, retry later", exc.retry_after

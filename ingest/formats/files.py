@@ -1,4 +1,4 @@
-"""File imports: native NDJSON, CSV and Parquet, and the Azure LLM inference trace CSV."""
+"""File imports: native NDJSON, CSV, Parquet, the Azure trace CSV, GenAI-Perf and AIPerf."""
 
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ from app.storage.batches import Batch, Reject
 from app.storage.database import Database
 from app.storage.ingest_store import RequestStore
 from app.storage.schema import AZURE_GATEWAY
+from ingest.formats import benchmarks
 from ingest.formats.native import EnvelopeError, parse
 from ingest.records import FIELDS, RecordIn, describe_error, to_rows
 
-FORMATS = ("ndjson", "csv", "parquet", "azure")
+FORMATS = ("ndjson", "csv", "parquet", "azure", "genai-perf", "aiperf")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 CHUNK_ROWS = 50_000
 _TEXT_COLUMNS = ("request_id", "started_at", "model", "engine", "tenant", "status", "error_type")
@@ -53,8 +54,11 @@ def detect(path: Path) -> str:
 
 
 def default_gateway(path: Path, fmt: str) -> str:
-    """The gateway name imported records are stored under unless --gateway says otherwise."""
-    return AZURE_GATEWAY if fmt == "azure" else "import"
+    """The gateway name imported records are stored under unless --gateway says otherwise
+    (a benchmark's own name, so it can be compared with production on the pages)."""
+    if fmt == "azure":
+        return AZURE_GATEWAY
+    return fmt if fmt in ("genai-perf", "aiperf") else "import"
 
 
 def _ndjson_chunks(path: Path) -> Iterator[tuple[int, bytes]]:
@@ -192,6 +196,10 @@ def _batches(
         return
     if fmt == "azure":
         chunks = _azure_chunks(path, model or f"azure-{path.stem}")
+    elif fmt == "genai-perf":
+        chunks = benchmarks.genai_perf_rows(path, model)
+    elif fmt == "aiperf":
+        chunks = benchmarks.aiperf_rows(path, model)
     elif fmt == "csv":
         opts = pacsv.ConvertOptions(column_types={c: pa.string() for c in _TEXT_COLUMNS})
         chunks = _table_chunks(pacsv.read_csv(path, convert_options=opts))

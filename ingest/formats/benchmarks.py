@@ -1,0 +1,168 @@
+"""Benchmark runs as records: GenAI-Perf's profile_export.json and AIPerf's profile_export.jsonl.
+
+So a benchmark can sit next to production traffic on the same pages (its gateway name, e.g.
+"genai-perf", tells them apart). Token counts that the tool does not report are estimated and
+marked `tokens_estimated`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+UNIT_MS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1000.0, "sec": 1000.0}
+CHARS_PER_TOKEN = 4  # the usual estimate for English text with BPE tokenizers
+
+
+class BenchmarkFormatError(ValueError):
+    """The file is not in the expected benchmark format; names the format and the field."""
+
+
+def _text_tokens(text: str) -> int:
+    return max(1, round(len(text) / CHARS_PER_TOKEN)) if text else 0
+
+
+def _prompt_text(payload: object) -> tuple[str, str | None]:
+    """The prompt text and the model of a GenAI-Perf request payload (OpenAI chat/completions)."""
+    if isinstance(payload, str):
+        try:
+            payload = json.loads(payload)
+        except ValueError:
+            return payload, None
+    if not isinstance(payload, dict):
+        return "", None
+    model = payload.get("model") if isinstance(payload.get("model"), str) else None
+    if isinstance(payload.get("messages"), list):
+        parts = []
+        for m in payload["messages"]:
+            content = m.get("content") if isinstance(m, dict) else None
+            if isinstance(content, str):
+                parts.append(content)
+            elif isinstance(content, list):  # content parts
+                parts += [c.get("text", "") for c in content if isinstance(c, dict)]
+        return "\n".join(parts), model
+    for key in ("prompt", "text_input"):
+        if isinstance(payload.get(key), str):
+            return payload[key], model
+    return "", model
+
+
+def genai_perf_rows(path: Path, model: str | None) -> Iterator[tuple[int, list[dict]]]:
+    """GenAI-Perf: experiments[].requests[] with `timestamp` and `response_timestamps[]` (ns).
+
+    TTFT = first response − timestamp, E2E = last response − timestamp, per-token gaps = the
+    differences between responses; OSL = the number of streamed responses and ISL = prompt
+    characters / 4, both marked estimated (GenAI-Perf's export has no token counts)."""
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as exc:
+        raise BenchmarkFormatError(f"genai-perf: {path.name} is not JSON ({exc})") from None
+    experiments = data.get("experiments") if isinstance(data, dict) else None
+    if not isinstance(experiments, list):
+        keys = ", ".join(list(data)[:8]) if isinstance(data, dict) else type(data).__name__
+        raise BenchmarkFormatError(
+            f"genai-perf: {path.name} has no experiments[] (found: {keys}); expected "
+            "profile_export.json from GenAI-Perf's profile command"
+        )
+    rows: list[dict] = []
+    for e, experiment in enumerate(experiments):
+        requests = experiment.get("requests") if isinstance(experiment, dict) else None
+        if not isinstance(requests, list):
+            raise BenchmarkFormatError(f"genai-perf: experiments[{e}].requests is missing")
+        for r, req in enumerate(requests):
+            rid = f"{path.stem}-{e}-{r}"
+            if not isinstance(req, dict) or not isinstance(req.get("timestamp"), int | float):
+                rows.append({"request_id": rid, "model": None, "isl": None, "osl": None})
+                continue  # rejected by the record rules, with the field named
+            start = req["timestamp"]
+            stamps = [t for t in req.get("response_timestamps") or [] if isinstance(t, int | float)]
+            inputs = req.get("request_inputs") or {}
+            text, payload_model = _prompt_text(inputs.get("payload", inputs))
+            row = {
+                "request_id": rid,
+                "started_at": start / 1e9,
+                "model": model or payload_model or "genai-perf",
+                "isl": _text_tokens(text),
+                "osl": len(stamps),
+                "tokens_estimated": True,
+                "stream": len(stamps) > 1,
+            }
+            if stamps:
+                row["ttft_ms"] = (stamps[0] - start) / 1e6
+                row["e2e_ms"] = (stamps[-1] - start) / 1e6
+                if len(stamps) > 1:
+                    gaps = [(b - a) / 1e6 for a, b in zip(stamps, stamps[1:], strict=False)]
+                    row["token_gaps_ms"] = gaps
+                    row["itl_ms"] = sum(gaps) / len(gaps)
+            else:
+                row["status"] = "error"
+                row["error_type"] = "no response"
+            rows.append(row)
+    for start in range(0, len(rows), 50_000):
+        yield start, rows[start : start + 50_000]
+
+
+def _ms(metric: object, name: str, line: int) -> float | list | None:
+    """A metric {value, unit} in milliseconds (or tokens, unchanged)."""
+    if metric is None:
+        return None
+    if not isinstance(metric, dict) or "value" not in metric:
+        raise BenchmarkFormatError(f"aiperf: line {line}: metrics.{name} has no value")
+    value, unit = metric["value"], str(metric.get("unit", "ms")).lower()
+    if unit in ("tokens", "token", "count"):
+        return int(value) if isinstance(value, float) and value.is_integer() else value
+    if unit not in UNIT_MS:
+        raise BenchmarkFormatError(f"aiperf: line {line}: metrics.{name} has unknown unit {unit}")
+    scale = UNIT_MS[unit]
+    if isinstance(value, list):
+        return [v * scale for v in value if isinstance(v, int | float)]
+    return value * scale if isinstance(value, int | float) else None
+
+
+def aiperf_rows(path: Path, model: str | None) -> Iterator[tuple[int, list[dict]]]:
+    """AIPerf: one JSON record per line with metadata.request_start_ns / request_end_ns and
+    metrics.{input,output}_sequence_length, time_to_first_token, inter_token_latency,
+    inter_chunk_latency, request_latency (each {value, unit}); `error` records are errors."""
+    rows: list[dict] = []
+    with path.open("r", encoding="utf-8") as fh:
+        for n, line in enumerate(fh):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError as exc:
+                raise BenchmarkFormatError(f"aiperf: line {n} is not JSON ({exc})") from None
+            if not isinstance(rec, dict) or not isinstance(rec.get("metadata"), dict):
+                raise BenchmarkFormatError(
+                    f"aiperf: line {n} has no metadata object; expected profile_export.jsonl"
+                )
+            meta, metrics = rec["metadata"], rec.get("metrics") or {}
+            start_ns = meta.get("request_start_ns")
+            row: dict = {
+                "request_id": str(meta.get("x_request_id") or f"{path.stem}-{n}"),
+                "model": model or meta.get("model_name") or "aiperf",
+                "isl": _ms(metrics.get("input_sequence_length"), "input_sequence_length", n),
+                "osl": _ms(metrics.get("output_sequence_length"), "output_sequence_length", n),
+                "ttft_ms": _ms(metrics.get("time_to_first_token"), "time_to_first_token", n),
+                "itl_ms": _ms(metrics.get("inter_token_latency"), "inter_token_latency", n),
+                "e2e_ms": _ms(metrics.get("request_latency"), "request_latency", n),
+                "token_gaps_ms": _ms(metrics.get("inter_chunk_latency"), "inter_chunk_latency", n),
+            }
+            if isinstance(start_ns, int | float):
+                row["started_at"] = start_ns / 1e9
+                end_ns = meta.get("request_end_ns")
+                if row["e2e_ms"] is None and isinstance(end_ns, int | float):
+                    row["e2e_ms"] = (end_ns - start_ns) / 1e6
+            error = rec.get("error")
+            if error:
+                row["status"] = "error"
+                kind = error.get("type") or error.get("code") if isinstance(error, dict) else error
+                row["error_type"] = str(kind or "error")[:256]
+                row["isl"] = row["isl"] or 0
+                row["osl"] = row["osl"] or 0
+            elif meta.get("was_cancelled"):
+                row["status"] = "cancelled"
+            rows.append({k: v for k, v in row.items() if v is not None})
+    for start in range(0, len(rows), 50_000):
+        yield start, rows[start : start + 50_000]
