@@ -329,6 +329,53 @@ def cmd_seasonal(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ship(args: argparse.Namespace) -> int:
+    """Ship an NDJSON log to a running server over HTTP."""
+    from ingest.ship import ShipError, ship
+
+    token = args.token or os.environ.get("TOKENSHAPE_SHIP_TOKEN", "")
+    if not token:
+        print("error: pass --token or set TOKENSHAPE_SHIP_TOKEN (an ingest token)", file=sys.stderr)
+        return 2
+    source = None if args.file == "-" else Path(args.file)
+    if source is not None and not source.is_file():
+        print(f"error: {source} is not a file", file=sys.stderr)
+        return 1
+    checkpoint = None
+    if source is not None and not args.no_checkpoint:
+        checkpoint = (
+            Path(args.checkpoint)
+            if args.checkpoint
+            else source.with_name(source.name + ".tokenshape-ship")
+        )
+    progress = Progress(f"ship {args.file}", None)
+    started = time.monotonic()
+    try:
+        stats = ship(
+            source,
+            args.url,
+            token,
+            fmt=args.format,
+            batch=args.batch,
+            follow=args.follow,
+            checkpoint=checkpoint,
+            progress=progress.advance,
+        )
+    except ShipError as exc:
+        progress.close()
+        print(f"error: the server refused: {exc}", file=sys.stderr)
+        return 1
+    progress.close()
+    print(
+        f"ship: {stats.accepted:,} accepted, {stats.duplicates:,} duplicates, "
+        f"{stats.rejected:,} rejected in {stats.batches:,} batches ({stats.retries} retries) "
+        f"in {time.monotonic() - started:.1f} s"
+    )
+    for line in stats.first_errors:
+        print(f"  {line}")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """Preview (write the .eml) or send the weekly email for a week."""
     from app.reports.build import report_for
@@ -427,6 +474,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="round bounds up to this (default 256)",
     )
     rec.add_argument("--json", action="store_true", help="print the recommendation as JSON")
+
+    shp = sub.add_parser(
+        "ship",
+        help="Ship an NDJSON log to a running server.",
+        description="Ship an NDJSON log (a file, a growing file or - for stdin) to a server.",
+    )
+    shp.set_defaults(func=cmd_ship)
+    shp.add_argument("file", help="the NDJSON file, or - for standard input")
+    shp.add_argument("--url", default="http://127.0.0.1:8050", help="the server's address")
+    shp.add_argument("--token", help="an ingest token (default: TOKENSHAPE_SHIP_TOKEN)")
+    shp.add_argument("--format", default="ndjson", choices=["ndjson", "litellm"])
+    shp.add_argument("--batch", type=int, default=1000, help="records per request (default 1000)")
+    shp.add_argument("--follow", action="store_true", help="keep shipping what is appended")
+    shp.add_argument("--checkpoint", help="where to keep the acknowledged offset")
+    shp.add_argument(
+        "--no-checkpoint", action="store_true", help="start from the beginning, keep no state"
+    )
 
     rep = add("report", cmd_report, "Preview or send the weekly rightsizing email.")
     rsub = rep.add_subparsers(dest="action", required=True)

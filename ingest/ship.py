@@ -1,0 +1,226 @@
+"""`tokenshape ship`: send an NDJSON log (a file, a growing file or stdin) to a server.
+
+Batches of lines are gzipped and posted; 429/503 wait for Retry-After (with jitter), other
+temporary failures back off exponentially; what the contract says is final (400, 401, 403,
+413, 415) is not retried. A checkpoint beside the file holds the byte offset the server has
+acknowledged, so an interrupted run resumes where it stopped (and a re-send would only count
+as duplicates: records dedupe on request_id). `--follow` keeps reading a growing file and
+starts over when it is rotated.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import httpx
+
+ROUTES = {"ndjson": "/v1/requests", "litellm": "/v1/litellm"}
+MAX_BATCH_BYTES = 1 << 20
+RETRYABLE = {429, 500, 502, 503, 504}
+FINAL = {
+    400: "the server could not use the batch",
+    401: "the token is not valid",
+    403: "the token lacks the ingest scope",
+    413: "a batch is over the server's limit",
+    415: "the server does not take this format",
+}
+
+
+class ShipError(RuntimeError):
+    """Shipping cannot go on (a final answer from the server); the message says why."""
+
+
+@dataclass
+class ShipStats:
+    """What the server answered over the whole run."""
+
+    accepted: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    batches: int = 0
+    retries: int = 0
+    first_errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Checkpoint:
+    """The acknowledged byte offset of a file (and the file's identity, to notice rotation)."""
+
+    path: Path | None
+    inode: int = 0
+    offset: int = 0
+
+    @classmethod
+    def load(cls, path: Path | None, source: Path | None) -> Checkpoint:
+        """The saved checkpoint when it belongs to the same file, else a fresh one."""
+        cp = cls(path)
+        if path is None or source is None or not path.exists():
+            return cp
+        try:
+            saved = json.loads(path.read_text())
+            st = source.stat()
+        except (ValueError, OSError):
+            return cp
+        if saved.get("inode") == st.st_ino and saved.get("offset", 0) <= st.st_size:
+            cp.inode, cp.offset = st.st_ino, int(saved["offset"])
+        return cp
+
+    def save(self) -> None:
+        """Write atomically, so a kill leaves the old or the new checkpoint, never half."""
+        if self.path is None:
+            return
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps({"inode": self.inode, "offset": self.offset}))
+        os.replace(tmp, self.path)
+
+
+def _batches(fh: BinaryIO, start: int, size: int) -> Iterator[tuple[bytes, int]]:
+    """(body, end offset) of up to `size` complete lines (or about 1 MiB) from `start`."""
+    fh.seek(start)
+    lines: list[bytes] = []
+    used, offset = 0, start
+    for line in iter(fh.readline, b""):
+        if not line.endswith(b"\n"):
+            break  # a line still being written: wait for its end
+        offset += len(line)
+        if line.strip():
+            lines.append(line)
+            used += len(line)
+        if len(lines) >= size or used >= MAX_BATCH_BYTES:
+            yield b"".join(lines), offset
+            lines, used = [], 0
+    if lines or offset > start:
+        yield b"".join(lines), offset
+
+
+def _post(
+    client: httpx.Client,
+    route: str,
+    body: bytes,
+    stats: ShipStats,
+    sleep: Callable[[float], None],
+    max_wait: float,
+) -> dict:
+    """Post one batch until the server takes it; raises ShipError on a final answer."""
+    data = gzip.compress(body)
+    delay = 1.0
+    while True:
+        try:
+            r = client.post(
+                route,
+                content=data,
+                headers={"Content-Encoding": "gzip", "Content-Type": "application/x-ndjson"},
+            )
+        except httpx.TransportError as exc:
+            wait, reason = delay, f"{type(exc).__name__}"
+        else:
+            if r.status_code == 200:
+                return r.json()
+            if r.status_code in FINAL:
+                detail = (
+                    r.json().get("detail", "")
+                    if "json" in r.headers.get("content-type", "")
+                    else ""
+                )
+                raise ShipError(f"{r.status_code}: {FINAL[r.status_code]}: {detail}".rstrip(": "))
+            if r.status_code not in RETRYABLE:
+                raise ShipError(f"{r.status_code}: unexpected answer: {r.text[:200]}")
+            after = r.headers.get("retry-after")
+            wait = float(after) if after and after.replace(".", "", 1).isdigit() else delay
+            reason = f"{r.status_code}"
+        stats.retries += 1
+        # Jitter keeps many shippers from coming back at the same moment.
+        sleep(min(wait, max_wait) * random.uniform(1.0, 1.25))
+        delay = min(delay * 2, max_wait)
+        if reason and stats.retries % 10 == 0:
+            print(f"ship: still retrying ({reason})", file=sys.stderr)
+
+
+def ship(
+    source: Path | None,
+    url: str,
+    token: str,
+    *,
+    fmt: str = "ndjson",
+    batch: int = 1000,
+    follow: bool = False,
+    checkpoint: Path | None = None,
+    progress: Callable[[int], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    max_wait: float = 60.0,
+    client: httpx.Client | None = None,
+    idle_stop: Callable[[], bool] | None = None,
+) -> ShipStats:
+    """Ship a file (or stdin when source is None) to the server; returns the totals."""
+    if fmt not in ROUTES:
+        raise ShipError(f"ship takes --format {' or '.join(ROUTES)}; use `import` for other files")
+    stats = ShipStats()
+    own = client is None
+    client = client or httpx.Client(
+        base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60
+    )
+    cp = Checkpoint.load(checkpoint, source)
+    try:
+        while True:
+            fh = source.open("rb") if source is not None else sys.stdin.buffer
+            try:
+                if source is not None:
+                    inode = os.fstat(fh.fileno()).st_ino
+                    if inode != cp.inode:  # a new or rotated file: from its start
+                        cp.inode, cp.offset = inode, 0
+                start = cp.offset if source is not None else 0
+                for body, end in (
+                    _batches(fh, start, batch) if source is not None else _stdin(fh, batch)
+                ):
+                    if body:
+                        answer = _post(client, ROUTES[fmt], body, stats, sleep, max_wait)
+                        stats.batches += 1
+                        stats.accepted += answer.get("accepted", 0)
+                        stats.duplicates += answer.get("duplicates", 0)
+                        stats.rejected += answer.get("rejected", 0)
+                        for e in answer.get("errors", []):
+                            if len(stats.first_errors) < 10:
+                                stats.first_errors.append(
+                                    f"item {e.get('index')}: {e.get('message')}"
+                                )
+                        if progress:
+                            progress(body.count(b"\n"))
+                    cp.offset = end
+                    cp.save()
+            finally:
+                if source is not None:
+                    fh.close()
+            if not follow or source is None:
+                return stats
+            if idle_stop and idle_stop():
+                return stats
+            sleep(0.5)
+            try:
+                if source.stat().st_ino != cp.inode or source.stat().st_size < cp.offset:
+                    cp.inode, cp.offset = 0, 0  # rotated or truncated: start the new file over
+            except FileNotFoundError:
+                pass  # between a rotation's rename and the new file
+    finally:
+        if own:
+            client.close()
+
+
+def _stdin(fh: BinaryIO, size: int) -> Iterator[tuple[bytes, int]]:
+    lines: list[bytes] = []
+    for line in iter(fh.readline, b""):
+        if line.strip():
+            lines.append(line if line.endswith(b"\n") else line + b"\n")
+        if len(lines) >= size:
+            yield b"".join(lines), 0
+            lines = []
+    if lines:
+        yield b"".join(lines), 0
