@@ -173,6 +173,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             model=args.model,
             raw_chars=settings.reject_raw_chars,
             progress=progress.advance,
+            tokenizer=Path(args.tokenizer) if args.tokenizer else None,
         )
         progress.close()
     print(
@@ -460,6 +461,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="file format (default: from the extension and header)",
     )
     imp.add_argument("--model", help="model name for formats that carry none (azure)")
+    imp.add_argument(
+        "--tokenizer",
+        help="a Hugging Face tokenizer.json to count GenAI-Perf tokens (else they are estimated)",
+    )
 
     rec = add("recommend", cmd_recommend, "Rightsize an engine from its recent traffic.")
     rec.add_argument("--engine", required=True, help="engine name (with a stored profile)")

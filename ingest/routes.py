@@ -7,7 +7,7 @@ import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from app.deps import ClockDep, SettingsDep, WriterDep
@@ -15,8 +15,8 @@ from app.storage.batches import Batch, Reject
 from app.storage.tokens import TokenInfo
 from app.storage.writer import Writer, WriterSaturated, WriterStopped
 from ingest.auth import require_scope
-from ingest.body import BodyError, check_native_type, read_limited
-from ingest.formats import litellm
+from ingest.body import BodyError, check_native_type, media_type, read_limited
+from ingest.formats import litellm, otlp
 from ingest.formats.native import EnvelopeError, parse
 from ingest.schemas import ErrorResponse, IngestResponse, ItemError
 
@@ -92,6 +92,92 @@ async def post_litellm(
 ) -> JSONResponse:
     """Take LiteLLM's logs."""
     return await _take(request, settings, writer, clock, token, "litellm", litellm.parse)
+
+
+@router.post(
+    "/v1/traces",
+    responses=_ERRORS,  # type: ignore[arg-type]
+    summary="Take OTLP/HTTP traces (OpenTelemetry GenAI spans)",
+    description=(
+        "An OTLP ExportTraceServiceRequest as `application/x-protobuf` or `application/json`, "
+        "gzip allowed. Spans with `gen_ai.*` attributes become records; other spans are "
+        "ignored. The answer is an ExportTraceServiceResponse whose partial_success counts "
+        "the spans that could not be stored (they are kept in `rejects`)."
+    ),
+)
+async def post_traces(
+    request: Request,
+    settings: SettingsDep,
+    writer: WriterDep,
+    clock: ClockDep,
+    token: Annotated[TokenInfo, Depends(require_scope("ingest"))],
+) -> Response:
+    """Take OTLP traces from an OpenTelemetry SDK or Collector."""
+    return await _otlp(request, settings, writer, clock, token, logs=False)
+
+
+@router.post(
+    "/v1/logs",
+    responses=_ERRORS,  # type: ignore[arg-type]
+    summary="Take OTLP/HTTP logs (OpenTelemetry GenAI log records)",
+    description=(
+        "An OTLP ExportLogsServiceRequest (protobuf or JSON, gzip allowed); log records with "
+        "`gen_ai.*` attributes become records, as for /v1/traces."
+    ),
+)
+async def post_logs(
+    request: Request,
+    settings: SettingsDep,
+    writer: WriterDep,
+    clock: ClockDep,
+    token: Annotated[TokenInfo, Depends(require_scope("ingest"))],
+) -> Response:
+    """Take OTLP logs from an OpenTelemetry SDK or Collector."""
+    return await _otlp(request, settings, writer, clock, token, logs=True)
+
+
+async def _otlp(request, settings, writer, clock, token, *, logs: bool) -> Response:
+    """The OTLP/HTTP contract: protobuf or JSON in, Export…ServiceResponse out."""
+    received_at = clock()
+    kind = media_type(request.headers.get("content-type"))
+    if kind not in ("application/x-protobuf", "application/json"):
+        return _error(
+            415,
+            f"Content-Type {kind or 'none'} is not OTLP: send application/x-protobuf or "
+            "application/json",
+        )
+    json_body = kind == "application/json"
+    try:
+        body = await read_limited(
+            request.stream(), request.headers.get("content-encoding"), settings.max_body_bytes
+        )
+        parsed, ignored = await run_in_threadpool(
+            otlp.parse,
+            body,
+            json_body=json_body,
+            gateway=token.gateway,
+            received_at=received_at,
+            max_items=settings.max_items_per_request,
+            logs=logs,
+        )
+    except BodyError as exc:
+        return _error(exc.status, exc.message)
+    except EnvelopeError as exc:
+        reject = Reject(None, None, str(exc), None)
+        await _quarantine(writer, Batch(token.gateway, "otlp", received_at, None, [reject]))
+        return _error(400, str(exc))
+    try:
+        await writer.submit(Batch(token.gateway, "otlp", received_at, parsed.rows, parsed.rejects))
+    except WriterSaturated as exc:
+        return _error(503, "the writer is saturated; retry later", exc.retry_after)
+    except WriterStopped:
+        return _error(503, "the server is starting or stopping; retry shortly", 2)
+    what = "log record" if logs else "span"
+    message = "; ".join(f"{what} {r.index}: {r.reason}" for r in parsed.rejects[:5])
+    content, media = otlp.response(len(parsed.rejects), message, json_body, logs)
+    # Not GenAI operations: neither stored nor rejected, but counted for the sender to see.
+    headers = {"X-Tokenshape-Ignored": str(ignored)}
+    return Response(content=content, media_type=media, headers=headers)
 
 
 async def _take(request, settings, writer, clock, token, fmt: str, decoder) -> JSONResponse:

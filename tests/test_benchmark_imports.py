@@ -136,3 +136,44 @@ def test_unknown_benchmark_files_are_named(settings, tmp_path):
             import_file(db, wrong, "genai-perf", gateway="g")
         with pytest.raises(BenchmarkFormatError, match="aiperf: line 0: metrics.request_latency"):
             import_file(db, bad_unit, "aiperf", gateway="g")
+
+
+def test_genai_perf_with_a_local_tokenizer_counts_tokens(settings, tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {"[UNK]": 0, "hello": 1, "world": 2, "x": 3}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok_path = tmp_path / "tokenizer.json"
+    tok.save(str(tok_path))
+    chunk = 'data: {"choices": [{"delta": {"content": "%s"}}]}'
+    data = {
+        "experiments": [
+            {
+                "requests": [
+                    {
+                        "timestamp": T0,
+                        "request_inputs": {
+                            "payload": json.dumps(
+                                {
+                                    "model": "m",
+                                    "messages": [{"role": "user", "content": "hello world x"}],
+                                }
+                            )
+                        },
+                        "response_timestamps": [T0 + 1, T0 + 2],
+                        "response_outputs": [
+                            {"response": chunk % "hello "},
+                            {"response": chunk % "world world"},
+                        ],
+                    }
+                ]
+            }
+        ]
+    }
+    path = tmp_path / "profile_export.json"
+    path.write_text(json.dumps(data))
+    with Database(settings.db).open() as db:
+        import_file(db, path, "genai-perf", gateway="g", tokenizer=tok_path)
+        row = db.cursor().execute("SELECT isl, osl, tokens_estimated FROM requests").fetchall()
+    assert row == [(3, 3, False)]  # counted by the tokenizer: "hello world x", "hello world world"

@@ -48,12 +48,49 @@ def _prompt_text(payload: object) -> tuple[str, str | None]:
     return "", model
 
 
-def genai_perf_rows(path: Path, model: str | None) -> Iterator[tuple[int, list[dict]]]:
+def _response_text(outputs: object) -> str:
+    """The generated text of a request's streamed responses (OpenAI SSE chunks)."""
+    parts = []
+    for out in outputs if isinstance(outputs, list) else []:
+        raw = out.get("response", "") if isinstance(out, dict) else ""
+        for line in str(raw).splitlines():
+            line = line.removeprefix("data:").strip()
+            if not line or line == "[DONE]":
+                continue
+            try:
+                chunk = json.loads(line)
+            except ValueError:
+                continue
+            for choice in chunk.get("choices", []) if isinstance(chunk, dict) else []:
+                delta = choice.get("delta") or {}
+                text = delta.get("content") if isinstance(delta, dict) else None
+                text = text if isinstance(text, str) else choice.get("text")
+                if isinstance(text, str):
+                    parts.append(text)
+    return "".join(parts)
+
+
+def genai_perf_rows(
+    path: Path, model: str | None, tokenizer: Path | None = None
+) -> Iterator[tuple[int, list[dict]]]:
     """GenAI-Perf: experiments[].requests[] with `timestamp` and `response_timestamps[]` (ns).
 
     TTFT = first response − timestamp, E2E = last response − timestamp, per-token gaps = the
-    differences between responses; OSL = the number of streamed responses and ISL = prompt
-    characters / 4, both marked estimated (GenAI-Perf's export has no token counts)."""
+    differences between responses. GenAI-Perf's export has no token counts: with a local
+    tokenizer (a Hugging Face tokenizer.json) ISL and OSL are counted from the prompt and the
+    streamed text; without one OSL is the number of streamed responses and ISL the prompt's
+    characters / 4, both marked estimated."""
+    counter = None
+    if tokenizer is not None:
+        from tokenizers import Tokenizer
+
+        try:
+            counter = Tokenizer.from_file(str(tokenizer))
+        except Exception as exc:  # the library raises its own exception types
+            raise BenchmarkFormatError(
+                f"genai-perf: cannot load the tokenizer {tokenizer} ({exc}); pass a Hugging "
+                "Face tokenizer.json"
+            ) from None
     try:
         data = json.loads(path.read_text())
     except ValueError as exc:
@@ -85,9 +122,12 @@ def genai_perf_rows(path: Path, model: str | None) -> Iterator[tuple[int, list[d
                 "model": model or payload_model or "genai-perf",
                 "isl": _text_tokens(text),
                 "osl": len(stamps),
-                "tokens_estimated": True,
+                "tokens_estimated": counter is None,
                 "stream": len(stamps) > 1,
             }
+            if counter is not None:
+                row["isl"] = len(counter.encode(text).ids)
+                row["osl"] = len(counter.encode(_response_text(req.get("response_outputs"))).ids)
             if stamps:
                 row["ttft_ms"] = (stamps[0] - start) / 1e6
                 row["e2e_ms"] = (stamps[-1] - start) / 1e6

@@ -149,6 +149,7 @@ def import_file(
     raw_chars: int = 4096,
     progress: Callable[[int], None] | None = None,
     now: datetime | None = None,
+    tokenizer: Path | None = None,
 ) -> ImportStats:
     """Validate and store a whole file through the same rules as the HTTP route."""
     if fmt not in FORMATS:
@@ -157,7 +158,7 @@ def import_file(
     store = RequestStore(db.new_cursor(), raw_chars)
     stats = ImportStats()
     try:
-        for batch, items in _batches(path, fmt, gateway, model, received_at):
+        for batch, items in _batches(path, fmt, gateway, model, received_at, tokenizer):
             (result,) = store.write([batch])
             stats.accepted += result.accepted
             stats.duplicates += result.duplicates
@@ -174,7 +175,12 @@ def import_file(
 
 
 def _batches(
-    path: Path, fmt: str, gateway: str, model: str | None, received_at: datetime
+    path: Path,
+    fmt: str,
+    gateway: str,
+    model: str | None,
+    received_at: datetime,
+    tokenizer: Path | None = None,
 ) -> Iterator[tuple[Batch, int]]:
     if fmt == "ndjson":
         for first, chunk in _ndjson_chunks(path):
@@ -197,7 +203,7 @@ def _batches(
     if fmt == "azure":
         chunks = _azure_chunks(path, model or f"azure-{path.stem}")
     elif fmt == "genai-perf":
-        chunks = benchmarks.genai_perf_rows(path, model)
+        chunks = benchmarks.genai_perf_rows(path, model, tokenizer)
     elif fmt == "aiperf":
         chunks = benchmarks.aiperf_rows(path, model)
     elif fmt == "csv":
