@@ -18,9 +18,8 @@ from datetime import UTC, datetime
 from urllib.parse import urlparse
 
 from app.storage.batches import Reject
-from app.storage.schema import REQUESTS_SCHEMA
+from ingest.formats.mapped import check
 from ingest.formats.native import EnvelopeError, Parsed
-from ingest.formats.native import parse as parse_native
 
 # Native field → the LiteLLM field it came from, for error messages.
 SOURCE_FIELD = {
@@ -148,23 +147,16 @@ def parse(
             origin.append(index)
         except PayloadError as exc:
             rejects.append(Reject(index, exc.field, str(exc), json.dumps(item)[:4096]))
-    if not mapped:
-        if not rejects:
-            raise EnvelopeError("litellm: the body holds no log entries")
-        return Parsed(REQUESTS_SCHEMA.empty_table(), rejects, len(items))
-    native = parse_native(
-        json.dumps(mapped).encode(),
-        ndjson=False,
+    if not mapped and not rejects:
+        raise EnvelopeError("litellm: the body holds no log entries")
+    return check(
+        mapped,
+        origin,
+        rejects,
+        source_field=SOURCE_FIELD,
+        prefix="litellm",
+        items=len(items),
         gateway=gateway,
         received_at=received_at,
         max_items=max_items,
     )
-    for r in native.rejects:  # native indexes and field names back to LiteLLM's
-        field = SOURCE_FIELD.get(r.field or "", r.field)
-        message = f"litellm: {r.reason}"
-        if r.field and field != r.field:
-            message = f"litellm: {field} (as {r.field}): {r.reason}"
-        index = origin[r.index] if r.index is not None else None
-        rejects.append(Reject(index, field, message, r.raw))
-    rejects.sort(key=lambda r: -1 if r.index is None else r.index)
-    return Parsed(native.rows, rejects, len(items))

@@ -15,7 +15,6 @@ the OTLP attribute.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
 from google.protobuf import json_format
@@ -30,9 +29,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from app.storage.batches import Reject
-from app.storage.schema import REQUESTS_SCHEMA
+from ingest.formats.mapped import check
 from ingest.formats.native import EnvelopeError, Parsed
-from ingest.formats.native import parse as parse_native
 
 SOURCE_FIELD = {
     "isl": "gen_ai.usage.input_tokens",
@@ -168,20 +166,18 @@ def parse(
         else:
             ignored += 1
         index += 1
-    if not mapped:
-        return Parsed(REQUESTS_SCHEMA.empty_table(), rejects, index), ignored
-    native = parse_native(
-        json.dumps(mapped).encode(),
-        ndjson=False,
+    parsed = check(
+        mapped,
+        origin,
+        rejects,
+        source_field=SOURCE_FIELD,
+        prefix="otlp",
+        items=index,
         gateway=gateway,
         received_at=received_at,
         max_items=max_items,
     )
-    for r in native.rejects:
-        field = SOURCE_FIELD.get(r.field or "", r.field)
-        where = origin[r.index] if r.index is not None else None
-        rejects.append(Reject(where, field, f"otlp: {field}: {r.reason}", r.raw))
-    return Parsed(native.rows, rejects, index), ignored
+    return parsed, ignored
 
 
 def response(rejected: int, message: str, json_body: bool, logs: bool = False) -> tuple[bytes, str]:
