@@ -349,6 +349,13 @@ def cmd_ship(args: argparse.Namespace) -> int:
             if args.checkpoint
             else source.with_name(source.name + ".tokenshape-ship")
         )
+    if checkpoint is not None and not os.access(checkpoint.parent, os.W_OK):
+        print(
+            f"error: cannot write the checkpoint {checkpoint}: pass --checkpoint PATH in a "
+            "writable directory, or --no-checkpoint",
+            file=sys.stderr,
+        )
+        return 2
     progress = Progress(f"ship {args.file}", None)
     started = time.monotonic()
     try:
@@ -364,7 +371,11 @@ def cmd_ship(args: argparse.Namespace) -> int:
         )
     except ShipError as exc:
         progress.close()
-        print(f"error: the server refused: {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # the file or the checkpoint
+        progress.close()
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     progress.close()
     print(

@@ -172,6 +172,9 @@ async def _otlp(request, settings, writer, clock, token, *, logs: bool) -> Respo
         return _error(503, "the writer is saturated; retry later", exc.retry_after)
     except WriterStopped:
         return _error(503, "the server is starting or stopping; retry shortly", 2)
+    except Exception as exc:  # storage failure: 503 is what OTLP exporters retry
+        log.error("storing OTLP data from %s failed: %s", token.gateway, exc)
+        return _error(503, f"storage failed ({type(exc).__name__}); retry later", 5)
     what = "log record" if logs else "span"
     message = "; ".join(f"{what} {r.index}: {r.reason}" for r in parsed.rejects[:5])
     content, media = otlp.response(len(parsed.rejects), message, json_body, logs)

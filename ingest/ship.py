@@ -83,14 +83,22 @@ class Checkpoint:
         os.replace(tmp, self.path)
 
 
-def _batches(fh: BinaryIO, start: int, size: int) -> Iterator[tuple[bytes, int]]:
-    """(body, end offset) of up to `size` complete lines (or about 1 MiB) from `start`."""
+def _batches(
+    fh: BinaryIO, start: int, size: int, final: bool = False
+) -> Iterator[tuple[bytes, int]]:
+    """(body, end offset) of up to `size` complete lines (or about 1 MiB) from `start`; with
+    `final` (not following), a last line without a newline counts too."""
     fh.seek(start)
     lines: list[bytes] = []
     used, offset = 0, start
     for line in iter(fh.readline, b""):
         if not line.endswith(b"\n"):
-            break  # a line still being written: wait for its end
+            if not final:
+                break  # a line still being written: wait for its end
+            offset += len(line)
+            if line.strip():
+                lines.append(line + b"\n")
+            break
         offset += len(line)
         if line.strip():
             lines.append(line)
@@ -120,11 +128,18 @@ def _post(
                 content=data,
                 headers={"Content-Encoding": "gzip", "Content-Type": "application/x-ndjson"},
             )
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+            raise ShipError(f"the URL is not usable ({exc}); use e.g. http://host:8050") from None
         except httpx.TransportError as exc:
             wait, reason = delay, f"{type(exc).__name__}"
         else:
             if r.status_code == 200:
-                return r.json()
+                try:
+                    return r.json()
+                except ValueError:
+                    raise ShipError(
+                        "200 without a JSON answer: is --url a tokenshape server?"
+                    ) from None
             if r.status_code in FINAL:
                 detail = (
                     r.json().get("detail", "")
@@ -171,16 +186,25 @@ def ship(
     cp = Checkpoint.load(checkpoint, source)
     try:
         while True:
-            fh = source.open("rb") if source is not None else sys.stdin.buffer
+            try:
+                fh = source.open("rb") if source is not None else sys.stdin.buffer
+            except FileNotFoundError:
+                if not follow:
+                    raise
+                sleep(0.5)  # between a rotation's rename and the new file
+                continue
             try:
                 if source is not None:
                     inode = os.fstat(fh.fileno()).st_ino
                     if inode != cp.inode:  # a new or rotated file: from its start
                         cp.inode, cp.offset = inode, 0
                 start = cp.offset if source is not None else 0
-                for body, end in (
-                    _batches(fh, start, batch) if source is not None else _stdin(fh, batch)
-                ):
+                chunks = (
+                    _batches(fh, start, batch, final=not follow)
+                    if source is not None
+                    else _stdin(fh, batch)
+                )
+                for body, end in chunks:
                     if body:
                         answer = _post(client, ROUTES[fmt], body, stats, sleep, max_wait)
                         stats.batches += 1

@@ -184,3 +184,44 @@ def test_log_records_with_genai_attributes(live):
     live.settle()
     row = live.db.cursor().execute("SELECT request_id, isl, osl, e2e_ms FROM requests").fetchall()
     assert row == [("log-1", 700, 70, 1500.0)]  # the second record is not GenAI: ignored
+
+
+def test_otlp_json_hex_ids_unknown_fields_and_a_nan_duration(live):
+    body = {
+        "resourceLogs": [
+            {
+                "scopeLogs": [
+                    {
+                        "logRecords": [
+                            {
+                                "timeUnixNano": str(T0),
+                                "spanId": "5fb397be34d26b51",
+                                "futureField": 1,
+                                "attributes": [
+                                    {"key": "gen_ai.request.model", "value": {"stringValue": "m"}},
+                                    {
+                                        "key": "gen_ai.usage.input_tokens",
+                                        "value": {"intValue": "5"},
+                                    },
+                                    {
+                                        "key": "gen_ai.usage.output_tokens",
+                                        "value": {"intValue": "6"},
+                                    },
+                                    {
+                                        "key": "gen_ai.client.operation.duration",
+                                        "value": {"doubleValue": "NaN"},
+                                    },
+                                ],
+                            }
+                        ]
+                    }
+                ]
+            }
+        ]
+    }
+    with live.client(live.token()) as c:
+        r = c.post("/v1/logs", json=body)
+    assert r.status_code == 200, r.text
+    live.settle()
+    rows = live.db.cursor().execute("SELECT request_id, e2e_ms FROM requests").fetchall()
+    assert rows == [("5fb397be34d26b51", None)]  # the hex span id, as the sender wrote it

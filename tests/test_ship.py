@@ -136,3 +136,12 @@ def test_follow_keeps_shipping_across_a_rotation(live, tmp_path):
     assert not thread.is_alive()
     assert result[0].accepted == 25
     assert live.scalar("SELECT count(DISTINCT request_id) FROM requests") == 25
+
+
+def test_a_last_line_without_newline_is_shipped_and_a_bad_url_is_named(live, tmp_path):
+    path = tmp_path / "log.ndjson"
+    path.write_bytes(ndjson([record(0, "t"), record(1, "t")]).rstrip(b"\n"))
+    stats = ship(path, live.url, live.token(), sleep=lambda s: None)
+    assert stats.accepted == 2
+    with pytest.raises(ShipError, match="the URL is not usable"):
+        ship(path, "localhost:8050", "tks_x", sleep=lambda s: None)

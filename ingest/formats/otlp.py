@@ -15,6 +15,9 @@ the OTLP attribute.
 
 from __future__ import annotations
 
+import base64
+import json
+import math
 from datetime import datetime
 
 from google.protobuf import json_format
@@ -52,12 +55,29 @@ def _value(v) -> object:
     return None
 
 
+def _hex_ids(obj):
+    """OTLP/JSON writes trace and span ids as hex; protobuf's JSON mapping expects base64."""
+    if isinstance(obj, dict):
+        out = {}
+        for key, value in obj.items():
+            if key in ("traceId", "spanId", "parentSpanId") and isinstance(value, str):
+                try:
+                    value = base64.b64encode(bytes.fromhex(value)).decode()
+                except ValueError:
+                    pass  # not hex: let the protobuf parser say what is wrong
+            out[key] = _hex_ids(value)
+        return out
+    if isinstance(obj, list):
+        return [_hex_ids(v) for v in obj]
+    return obj
+
+
 def decode(body: bytes, json_body: bool, kind=ExportTraceServiceRequest):
     """The export request; EnvelopeError names the format when it does not decode."""
     request = kind()
     try:
         if json_body:
-            json_format.Parse(body.decode("utf-8"), request)
+            json_format.ParseDict(_hex_ids(json.loads(body)), request, ignore_unknown_fields=True)
         else:
             request.ParseFromString(body)
     except (DecodeError, json_format.ParseError, UnicodeDecodeError, ValueError) as exc:
@@ -88,7 +108,8 @@ def _log_record(log) -> tuple[dict | None, str | None, str | None]:
     attrs = {a.key: _value(a.value) for a in log.attributes}
     start = log.time_unix_nano or log.observed_time_unix_nano
     duration = attrs.get("gen_ai.client.operation.duration")
-    end = start + int(duration * 1e9) if isinstance(duration, int | float) and start else 0
+    numeric = isinstance(duration, int | float) and not isinstance(duration, bool)
+    end = start + int(duration * 1e9) if numeric and math.isfinite(duration) and start else 0
     return _from(attrs, start, end, False, log.span_id.hex(), "")
 
 
