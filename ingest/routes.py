@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from app.deps import ClockDep, SettingsDep, WriterDep
-from app.storage.batches import Batch, Reject
+from app.storage.batches import Batch, Reject, WriteResult
 from app.storage.tokens import TokenInfo
 from app.storage.writer import Writer, WriterSaturated, WriterStopped
 from ingest.auth import require_scope
@@ -38,6 +38,24 @@ _ERRORS = {
 def _error(status: int, message: str, retry_after: int | None = None) -> JSONResponse:
     headers = {"Retry-After": str(retry_after)} if retry_after else None
     return JSONResponse({"detail": message}, status_code=status, headers=headers)
+
+
+async def _store(writer: Writer, batch: Batch) -> WriteResult | JSONResponse:
+    """Hand a batch to the writer; a 503 with Retry-After (retryable for every sender, OTLP
+    exporters included) when it cannot be stored now."""
+    try:
+        return await writer.submit(batch)
+    except WriterSaturated as exc:
+        return _error(
+            503, "the writer is saturated; nothing was stored, retry later", exc.retry_after
+        )
+    except WriterStopped:
+        return _error(503, "the server is starting or stopping; retry shortly", 2)
+    except Exception as exc:  # storage failure: the client must know nothing was kept
+        log.error("storing a %s batch from %s failed: %s", batch.format, batch.gateway, exc)
+        return _error(
+            503, f"storage failed ({type(exc).__name__}); nothing was stored, retry later", 5
+        )
 
 
 async def _quarantine(writer: Writer, batch: Batch) -> None:
@@ -166,15 +184,11 @@ async def _otlp(request, settings, writer, clock, token, *, logs: bool) -> Respo
         reject = Reject(None, None, str(exc), None)
         await _quarantine(writer, Batch(token.gateway, "otlp", received_at, None, [reject]))
         return _error(400, str(exc))
-    try:
-        await writer.submit(Batch(token.gateway, "otlp", received_at, parsed.rows, parsed.rejects))
-    except WriterSaturated as exc:
-        return _error(503, "the writer is saturated; retry later", exc.retry_after)
-    except WriterStopped:
-        return _error(503, "the server is starting or stopping; retry shortly", 2)
-    except Exception as exc:  # storage failure: 503 is what OTLP exporters retry
-        log.error("storing OTLP data from %s failed: %s", token.gateway, exc)
-        return _error(503, f"storage failed ({type(exc).__name__}); retry later", 5)
+    stored = await _store(
+        writer, Batch(token.gateway, "otlp", received_at, parsed.rows, parsed.rejects)
+    )
+    if isinstance(stored, JSONResponse):
+        return stored
     what = "log record" if logs else "span"
     message = "; ".join(f"{what} {r.index}: {r.reason}" for r in parsed.rejects[:5])
     content, media = otlp.response(len(parsed.rejects), message, json_body, logs)
@@ -219,19 +233,9 @@ async def _take(request, settings, writer, clock, token, fmt: str, decoder) -> J
         reject = Reject(None, None, str(exc), raw)
         await _quarantine(writer, Batch(gateway, fmt, received_at, None, [reject]))
         return _error(400, str(exc))
-    try:
-        result = await writer.submit(Batch(gateway, fmt, received_at, parsed.rows, parsed.rejects))
-    except WriterSaturated as exc:
-        return _error(
-            503, "the writer is saturated; nothing was stored, retry later", exc.retry_after
-        )
-    except WriterStopped:
-        return _error(503, "the server is starting or stopping; retry shortly", 2)
-    except Exception as exc:  # storage failure: the client must know nothing was kept
-        log.error("storing a batch from %s failed: %s", gateway, exc)
-        return _error(
-            503, f"storage failed ({type(exc).__name__}); nothing was stored, retry later", 5
-        )
+    result = await _store(writer, Batch(gateway, fmt, received_at, parsed.rows, parsed.rejects))
+    if isinstance(result, JSONResponse):
+        return result
     errors = [
         ItemError(index=r.index, field=r.field, message=r.reason)
         for r in parsed.rejects[:MAX_ERRORS]

@@ -64,11 +64,7 @@ def test_overview_shows_the_stored_traffic(settings, browser, tmp_path):
         ):
             assert model in table
         assert page.title() == "tokenshape · Overview"
-        page.screenshot(path=str(tmp_path / "overview.png"), full_page=True)
-        if os.environ.get("TOKENSHAPE_SCREENSHOTS"):
-            page.screenshot(
-                path=os.environ["TOKENSHAPE_SCREENSHOTS"] + "/overview.png", full_page=True
-            )
+        _screenshot(page, tmp_path, "overview")
     finally:
         gen.close()
 
@@ -82,6 +78,15 @@ def demo_live(settings):
         yield next(gen)
     finally:
         gen.close()
+
+
+def _screenshot(page, tmp_path, name: str) -> None:
+    """Save a full-page screenshot as a test artifact (and to TOKENSHAPE_SCREENSHOTS if set)."""
+    page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
+    if os.environ.get("TOKENSHAPE_SCREENSHOTS"):
+        page.screenshot(
+            path=os.path.join(os.environ["TOKENSHAPE_SCREENSHOTS"], f"{name}.png"), full_page=True
+        )
 
 
 def _errors(page) -> list[str]:
@@ -114,9 +119,7 @@ def test_shapes_heatmap_total_filters_and_url(demo_live, browser, tmp_path):
     engine_total = live.scalar("SELECT count(*) FROM requests WHERE engine = 'llm-70b'")
     assert page.locator("#shapes-total").inner_text() == f"{engine_total:,}"
     shared = page.url
-    page.screenshot(path=str(tmp_path / "shapes.png"), full_page=True)
-    if os.environ.get("TOKENSHAPE_SCREENSHOTS"):
-        page.screenshot(path=os.environ["TOKENSHAPE_SCREENSHOTS"] + "/shapes.png", full_page=True)
+    _screenshot(page, tmp_path, "shapes")
     # Opening the shared link restores the view.
     other = browser.new_page()
     other.goto(shared)
@@ -142,11 +145,7 @@ def test_shapes_draws_an_engines_bounds_and_shows_percentages(demo_live, browser
     assert "max_input_len 8,192" in legend and "max_seq_len 16,384" in legend
     assert "% of requests" in graph.locator(".colorbar").text_content()
     assert page.locator("#filter-scale").input_value() == "pct"
-    page.screenshot(path=str(tmp_path / "shapes-bounds.png"), full_page=True)
-    if os.environ.get("TOKENSHAPE_SCREENSHOTS"):
-        page.screenshot(
-            path=os.environ["TOKENSHAPE_SCREENSHOTS"] + "/shapes-bounds.png", full_page=True
-        )
+    _screenshot(page, tmp_path, "shapes-bounds")
     # An engine without a profile: no lines, and the page says how to get them.
     delete_profile(demo_live.db.cursor(), "chat-8b")
     page.goto(demo_live.url + "/shapes?window=all&engine=chat-8b")
@@ -183,11 +182,7 @@ def test_rightsizing_page_recommends_and_a_profile_edit_changes_it(demo_live, br
         in page.locator("#rightsizing-cmd-vllm").inner_text()
     )
     assert "needs Blackwell" in page.locator("#rightsizing-whatif").inner_text()
-    page.screenshot(path=str(tmp_path / "rightsizing.png"), full_page=True)
-    if os.environ.get("TOKENSHAPE_SCREENSHOTS"):
-        page.screenshot(
-            path=os.environ["TOKENSHAPE_SCREENSHOTS"] + "/rightsizing.png", full_page=True
-        )
+    _screenshot(page, tmp_path, "rightsizing")
     # Edit the profile: built for 8,192-token prompts now. Saving reloads with new numbers.
     page.fill(_field("max_input_len"), "8192")
     page.fill(_field("max_seq_len"), "16384")
@@ -247,11 +242,7 @@ def test_seasonal_page_shows_the_night_batch_window(settings, browser, tmp_path)
         days = page.locator("#seasonal-days")
         days.wait_for(timeout=30_000)
         assert "weekday and weekend configurations" in days.inner_text().lower()
-        page.screenshot(path=str(tmp_path / "seasonal.png"), full_page=True)
-        if os.environ.get("TOKENSHAPE_SCREENSHOTS"):
-            page.screenshot(
-                path=os.environ["TOKENSHAPE_SCREENSHOTS"] + "/seasonal.png", full_page=True
-            )
+        _screenshot(page, tmp_path, "seasonal")
         # Drift on the Overview: the over-provisioned chat-8b is named.
         page.goto(live.url + "/")
         drift = page.locator("#drift-panel")
@@ -302,18 +293,13 @@ def test_latency_and_traffic_pages_render_without_errors(demo_live, browser, tmp
         page.locator(f"#{graph} .scatterlayer").first.wait_for(timeout=30_000)
     page.locator("#latency-e2e-dist .barlayer").first.wait_for(timeout=30_000)
     assert "ms more time to first token per 1,000 input tokens" in page.inner_text("body")
-    page.screenshot(path=str(tmp_path / "latency.png"), full_page=True)
+    _screenshot(page, tmp_path, "latency")
     page.goto(live.url + "/traffic?window=all")
     page.locator("#traffic-matrix .heatmaplayer").wait_for(timeout=30_000)
     page.locator("#traffic-rates .scatterlayer").first.wait_for(timeout=30_000)
     total = live.scalar("SELECT count(*) FROM requests")
     assert page.locator("#traffic-total").inner_text() == f"{total:,}"
-    page.screenshot(path=str(tmp_path / "traffic.png"), full_page=True)
-    if os.environ.get("TOKENSHAPE_SCREENSHOTS"):
-        for name in ("latency", "traffic"):
-            (tmp_path / f"{name}.png").replace(
-                os.path.join(os.environ["TOKENSHAPE_SCREENSHOTS"], f"{name}.png")
-            )
+    _screenshot(page, tmp_path, "traffic")
     page.goto(live.url + "/traffic?window=1h")
     page.locator("#traffic-empty").wait_for(timeout=30_000)
     assert errors == []
@@ -329,7 +315,5 @@ def test_reports_page_shows_the_email_and_the_history(demo_live, browser, tmp_pa
     frame = page.frame_locator("#reports-preview")
     assert "chat-8b" in frame.locator("body").inner_text(timeout=30_000)
     assert "Nothing sent yet" in page.locator("#reports-history").inner_text()
-    page.screenshot(path=str(tmp_path / "reports.png"), full_page=True)
-    if os.environ.get("TOKENSHAPE_SCREENSHOTS"):
-        page.screenshot(path=os.environ["TOKENSHAPE_SCREENSHOTS"] + "/reports.png", full_page=True)
+    _screenshot(page, tmp_path, "reports")
     assert errors == []
