@@ -1,10 +1,9 @@
-"""The `tokenshape` command: serve, migrate, token, demo, import."""
+"""The `tokenshape` command: serve, migrate, token, demo, import, prune and more."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 import time
@@ -61,6 +60,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Run the server (ingest, API, dashboard) until interrupted."""
     import uvicorn
 
+    from app import logs
     from app.main import create_app
 
     settings = _settings(args)
@@ -68,16 +68,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # default 5 ms switch interval it queues behind parsing threads (a GIL convoy).
     sys.setswitchinterval(0.0005)
     db = _open(settings)  # fail fast, with a clear line, if another process holds the file
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.configure(settings)
     print(f"tokenshape serving {settings.db} on http://{settings.host}:{settings.port}", flush=True)
     uvicorn.run(
         create_app(settings, db=db),
         host=settings.host,
         port=settings.port,
-        log_level=settings.log_level,
         timeout_graceful_shutdown=10,
+        **logs.uvicorn_options(settings),
     )
     return 0
 
@@ -110,10 +108,25 @@ def cmd_token(args: argparse.Namespace) -> int:
                 print("no tokens yet: tokenshape token create --gateway NAME --scope ingest")
             for t in rows:
                 state = f"revoked {t.revoked_at:%Y-%m-%d}" if t.revoked_at else "active"
+                used = f"{t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "never"
                 print(
                     f"{t.id}  {t.display:<16} {t.gateway:<24} {t.scope:<7} "
-                    f"created {t.created_at:%Y-%m-%d %H:%M}  {state}"
+                    f"created {t.created_at:%Y-%m-%d %H:%M}  used {used:<16}  {state}"
                 )
+        elif args.action == "rotate":
+            rotated = tokens.rotate(cur, args.id)
+            if rotated is None:
+                print(
+                    f"error: no active token with id {args.id!r} (see `tokenshape token list`)",
+                    file=sys.stderr,
+                )
+                return 1
+            token, info = rotated
+            print(
+                f"rotated: token {args.id} is revoked; the new token {info.id} for gateway "
+                f"'{info.gateway}' ({info.scope}) is shown only once; store it now:"
+            )
+            print(token)
         else:
             if not tokens.revoke(cur, args.id):
                 print(
@@ -122,6 +135,57 @@ def cmd_token(args: argparse.Namespace) -> int:
                 )
                 return 1
             print(f"revoked token {args.id}")
+    return 0
+
+
+def _password(args: argparse.Namespace) -> str:
+    """The new password: one line of stdin with --password-stdin, else asked twice."""
+    if args.password_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
+    import getpass
+
+    first = getpass.getpass(f"password for {args.name}: ")
+    if getpass.getpass("again: ") != first:
+        raise ValueError("the two passwords differ; nothing was changed")
+    return first
+
+
+def cmd_user(args: argparse.Namespace) -> int:
+    """Add, list, change or remove dashboard users."""
+    from app.storage import sessions, users
+
+    settings = _settings(args)
+    with _open(settings) as db:
+        cur = db.cursor()
+        if args.action == "list":
+            rows = users.list_users(cur)
+            if not rows:
+                print("no users yet: tokenshape user add NAME --role admin")
+            for u in rows:
+                seen = f"{u.last_login_at:%Y-%m-%d %H:%M}" if u.last_login_at else "never"
+                made = f"{u.created_at:%Y-%m-%d}"
+                print(f"{u.name:<24} {u.role:<7} created {made}  last login {seen}")
+            return 0
+        if args.action == "add":
+            user = users.add(cur, args.name, _password(args), args.role)
+            print(f"added {user.name} as {user.role}")
+            return 0
+        if args.action == "passwd":
+            done = users.set_password(cur, args.name, _password(args))
+            what = "password changed; their sessions ended"
+        elif args.action == "role":
+            done = users.set_role(cur, args.name, args.role)
+            what = f"now {args.role}; their sessions ended"
+        else:
+            done = users.remove(cur, args.name)
+            what = "removed"
+        if not done:
+            print(
+                f"error: no user named {args.name!r} (see `tokenshape user list`)", file=sys.stderr
+            )
+            return 1
+        sessions.end_all(cur, args.name)
+        print(f"{args.name}: {what}")
     return 0
 
 
@@ -149,6 +213,48 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.serve:
         return cmd_serve(args)
     return 0
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    """Delete (or count, with --dry-run) requests and rejects past their retention."""
+    from app.storage import retention
+
+    settings = _settings(args)
+    days = {"requests": settings.retention_days, "rejects": settings.reject_retention_days}
+    names = {"requests": "TOKENSHAPE_RETENTION_DAYS", "rejects": "TOKENSHAPE_REJECT_RETENTION_DAYS"}
+    if not any(days.values()):
+        print(f"retention is off ({' and '.join(f'{n}=0' for n in names.values())}): nothing to do")
+        return 0
+    with _open(settings) as db:
+        before = _file_bytes(settings.db)
+        result = retention.prune(
+            db.connection,
+            datetime.now(UTC),
+            request_days=days["requests"],
+            reject_days=days["rejects"],
+            dry_run=args.dry_run,
+        )
+    verb = "would delete" if args.dry_run else "deleted"
+    for table in ("requests", "rejects"):
+        if table not in result.cutoffs:
+            print(f"{table}: kept forever ({names[table]}=0)")
+            continue
+        print(
+            f"{table}: {verb} {result.deleted[table]:,} received before "
+            f"{result.cutoffs[table]:%Y-%m-%d %H:%M} UTC ({names[table]}={days[table]})"
+        )
+    if not args.dry_run:
+        after = _file_bytes(settings.db)
+        print(
+            f"{settings.db}: {before / 1e6:,.1f} MB before, {after / 1e6:,.1f} MB after "
+            "(freed space is reused by new rows; the file rarely shrinks)"
+        )
+    return 0
+
+
+def _file_bytes(path: Path) -> int:
+    wal = path.with_name(path.name + ".wal")
+    return sum(p.stat().st_size for p in (path, wal) if p.exists())
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -446,10 +552,29 @@ def build_parser() -> argparse.ArgumentParser:
     create = tsub.add_parser("create", help="create a token (printed once, last line)")
     create.add_argument("--gateway", required=True, help="gateway name the token ships as")
     create.add_argument("--scope", required=True, choices=["ingest", "read", "admin"])
-    tsub.add_parser("list", help="list tokens (never their secrets)")
+    tsub.add_parser("list", help="list tokens (never their secrets) with their last use")
     revoke = tsub.add_parser("revoke", help="revoke a token by id")
     revoke.add_argument("id", help="token id from `tokenshape token list`")
-    for p in (create, revoke, tsub.choices["list"]):
+    rotate = tsub.add_parser("rotate", help="replace a token by a new one (old one revoked)")
+    rotate.add_argument("id", help="token id from `tokenshape token list`")
+    for p in (create, revoke, rotate, tsub.choices["list"]):
+        p.add_argument("--db", type=Path, help="database file (default: TOKENSHAPE_DB)")
+
+    usr = add("user", cmd_user, "Add, list, change or remove dashboard users.")
+    usub = usr.add_subparsers(dest="action", required=True)
+    uadd = usub.add_parser("add", help="add a user (password asked, or --password-stdin)")
+    uadd.add_argument("name", help="user name for the login form")
+    uadd.add_argument("--role", required=True, choices=["viewer", "admin"])
+    upass = usub.add_parser("passwd", help="change a user's password")
+    upass.add_argument("name")
+    urole = usub.add_parser("role", help="change a user's role")
+    urole.add_argument("name")
+    urole.add_argument("role", choices=["viewer", "admin"])
+    urem = usub.add_parser("remove", help="remove a user (their sessions end)")
+    urem.add_argument("name")
+    for p in (uadd, upass):
+        p.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
+    for p in (uadd, upass, urole, urem, usub.add_parser("list", help="list users")):
         p.add_argument("--db", type=Path, help="database file (default: TOKENSHAPE_DB)")
 
     demo = add("demo", cmd_demo, "Seed deterministic synthetic traffic.")
@@ -461,6 +586,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--tz", help="time zone of the daily rhythm (default: TOKENSHAPE_TZ)")
     demo.add_argument("--serve", action="store_true", help="serve the data afterwards")
     server_opts(demo)
+
+    prune = add("prune", cmd_prune, "Delete requests and rejects past their retention now.")
+    prune.add_argument("--dry-run", action="store_true", help="only count what would be deleted")
 
     imp = add("import", cmd_import, "Import a file of request records.")
     imp.add_argument("file", help="the file to import")
@@ -546,6 +674,12 @@ def main(argv: Iterable[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except DatabaseLocked as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if args.command in ("token", "user"):
+            print(
+                "while the server runs, manage tokens and users on its Admin page (/admin) "
+                "or through /api/tokens and /api/users with an admin token",
+                file=sys.stderr,
+            )
         return 2
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.cron import parse_cron
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class Settings(BaseSettings):
@@ -21,12 +25,22 @@ class Settings(BaseSettings):
     db: Path = Field(Path("data/tokenshape.duckdb"), description="DuckDB database file.")
     host: str = Field("127.0.0.1", description="Address the server binds to.")
     port: int = Field(8050, ge=1, le=65535, description="Port the server listens on.")
+    auth: str = Field(
+        "auto",
+        description="Logins: on, off, or auto (on unless the server binds to a loopback address).",
+    )
+    session_hours: float = Field(
+        168, gt=0, le=24 * 90, description="How long a dashboard login lasts, in hours."
+    )
     tz: str = Field("UTC", description="IANA time zone for hour-of-day views and demo traffic.")
     max_body_bytes: int = Field(
         16 * 1024 * 1024, ge=1024, description="Largest ingest body, counted after decompression."
     )
     max_items_per_request: int = Field(
         100_000, ge=1, description="Most records one ingest request may carry."
+    )
+    body_timeout_s: float = Field(
+        30.0, gt=0, description="Longest an ingest body may take to arrive; slower gets 408."
     )
     writer_queue_rows: int = Field(
         200_000, ge=1, description="Rows waiting for the writer before ingest answers 503."
@@ -39,6 +53,24 @@ class Settings(BaseSettings):
     )
     reject_raw_chars: int = Field(
         4096, ge=64, description="How much of a rejected item's raw text `rejects` keeps."
+    )
+    rate_limit_requests: int = Field(
+        1000, ge=0, description="Ingest requests a second per token (0: unlimited); over → 429."
+    )
+    rate_limit_requests_burst: int = Field(
+        2000, ge=1, description="Ingest requests a token may send at once above that rate."
+    )
+    rate_limit_records: int = Field(
+        250_000, ge=0, description="Ingest records a second per token (0: unlimited); over → 429."
+    )
+    rate_limit_records_burst: int = Field(
+        500_000, ge=1, description="Ingest records a token may send at once above that rate."
+    )
+    retention_days: int = Field(
+        90, ge=0, description="Days raw requests are kept after they are received (0: forever)."
+    )
+    reject_retention_days: int = Field(
+        14, ge=0, description="Days quarantined rejects are kept (0: forever)."
     )
     seasonal_threshold: float = Field(
         0.10, ge=0, le=1, description="Seasonal engines are advised only when they save this share."
@@ -60,12 +92,32 @@ class Settings(BaseSettings):
     )
     report_tz: str = Field("UTC", description="IANA time zone of the report schedule.")
     log_level: str = Field("info", description="Log level: debug, info, warning, error.")
+    log_format: Literal["text", "json"] = Field(
+        "text", description="Log lines: text, or json (one object per line); secrets redacted."
+    )
 
     @field_validator("report_cron")
     @classmethod
     def _cron(cls, value: str) -> str:
         parse_cron(value)
         return value
+
+    @field_validator("auth")
+    @classmethod
+    def _auth_mode(cls, value: str) -> str:
+        if value not in ("auto", "on", "off"):
+            raise ValueError(f"{value!r}: use on, off or auto")
+        return value
+
+    @property
+    def loopback(self) -> bool:
+        """Whether the server listens only on this machine."""
+        return self.host in LOOPBACK or self.host.startswith("127.")
+
+    @property
+    def auth_enabled(self) -> bool:
+        """Logins required: always when on, and under auto whenever the bind is not loopback."""
+        return self.auth == "on" or (self.auth == "auto" and not self.loopback)
 
     @field_validator("smtp_tls")
     @classmethod

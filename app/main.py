@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -13,22 +14,23 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from app import __version__
-from app.api import drift, engines, health, latency, shapes
+from app.api import admin, drift, engines, health, latency, metrics, shapes
+from app.auth import routes as auth_routes
+from app.auth.gate import AuthGate
 from app.config import Settings
 from app.cron import parse_cron
 from app.dashboard.shell import mount
+from app.metrics import install as install_metrics
 from app.reports.schedule import ReportScheduler
 from app.reports.send import deliver_week
-from app.storage import report_runs
+from app.retention import RetentionJob
+from app.storage import report_runs, sessions
 from app.storage.database import Database
 from app.storage.writer import Writer
 from ingest import routes as ingest_routes
+from ingest.ratelimit import Limit, RateLimiter
 
 log = logging.getLogger("tokenshape")
-
-
-# Dashboard edits have no login yet (it arrives with roles): allowed only on a loopback bind.
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def utc_now() -> datetime:
@@ -52,6 +54,7 @@ def create_app(
     *,
     clock: Callable[[], datetime] = utc_now,
     db: Database | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> FastAPI:
     """Build the app; the database opens and the writer starts in the lifespan, not here."""
     settings = settings or Settings()
@@ -61,12 +64,14 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if not database.is_open:
             database.open()
+        app.state.signing_key = sessions.signing_key(database.cursor())
         writer = Writer(
             database,
             capacity_rows=settings.writer_queue_rows,
             flush_rows=settings.writer_flush_rows,
             flush_ms=settings.writer_flush_ms,
             raw_chars=settings.reject_raw_chars,
+            observer=app.state.metrics,
         )
         await writer.start()
         app.state.writer = writer
@@ -87,6 +92,16 @@ def create_app(
                 settings.report_to,
             )
         app.state.report_scheduler = scheduler
+        pruner = None
+        if settings.retention_days or settings.reject_retention_days:
+            pruner = RetentionJob(
+                database,
+                request_days=settings.retention_days,
+                reject_days=settings.reject_retention_days,
+                clock=clock,
+            )
+            pruner.start()
+        app.state.retention = pruner
         await _warm_up_dash(app)
         log.info(
             "tokenshape %s serving %s (revision %s)", __version__, database.path, database.revision
@@ -96,6 +111,8 @@ def create_app(
         finally:
             if scheduler is not None:
                 await scheduler.stop()
+            if pruner is not None:
+                await pruner.stop()
             await writer.stop()
             database.close()
 
@@ -109,6 +126,31 @@ def create_app(
     app.state.db = database
     app.state.clock = clock
     app.state.token_cache = {}
+    app.state.token_touched = {}
+    app.state.session_cache = {}
+    app.state.login_failures = {}
+    app.state.auth_enabled = settings.auth_enabled
+    if not settings.auth_enabled and not settings.loopback:
+        log.warning(
+            "logins are OFF while listening on %s: anyone who can reach it can read and change "
+            "everything (set TOKENSHAPE_AUTH=on)",
+            settings.host,
+        )
+    app.state.rate_limiter = RateLimiter(
+        Limit(
+            settings.rate_limit_requests,
+            settings.rate_limit_requests_burst,
+            "RATE_LIMIT_REQUESTS",
+            "requests",
+        ),
+        Limit(
+            settings.rate_limit_records,
+            settings.rate_limit_records_burst,
+            "RATE_LIMIT_RECORDS",
+            "records",
+        ),
+        monotonic,
+    )
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -131,19 +173,31 @@ def create_app(
             status_code=500,
         )
 
+    app.include_router(auth_routes.router)
+    app.include_router(admin.router)
     app.include_router(ingest_routes.router)
     app.include_router(health.router)
     app.include_router(shapes.router)
     app.include_router(latency.router)
     app.include_router(engines.router)
     app.include_router(drift.router)
+    app.include_router(metrics.router)
     mount(
         app,
         database,
         clock,
         settings.tz,
-        editable=settings.host in LOOPBACK,
         seasonal_threshold=settings.seasonal_threshold,
         settings=settings,
     )  # last: Dash adds a catch-all GET route for its pages
+    # Open mode lets everyone change things only where "everyone" is this machine's users, or
+    # where the operator said TOKENSHAPE_AUTH=off outright.
+    app.add_middleware(
+        AuthGate,
+        state=app.state,
+        enabled=settings.auth_enabled,
+        open_role="admin" if settings.loopback or settings.auth == "off" else "viewer",
+        clock=clock,
+    )
+    install_metrics(app, database)  # after Dash's middleware, so it counts Dash's answers too
     return app

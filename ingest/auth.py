@@ -1,36 +1,66 @@
-"""Bearer-token authentication for routes: a dependency per required scope."""
+"""Bearer-token authentication: a dependency per required scope, and the check itself for
+the auth gate in front of /api and /metrics."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 
 from fastapi import HTTPException, Request
+from starlette.datastructures import State
 
 from app.storage import tokens
 from app.storage.tokens import TokenInfo
 
-
-def _fail(status: int, message: str) -> HTTPException:
-    headers = {"WWW-Authenticate": 'Bearer realm="tokenshape"'} if status == 401 else None
-    return HTTPException(status_code=status, detail=message, headers=headers)
-
+log = logging.getLogger("tokenshape.auth")
 
 CACHE_SECONDS = 2.0
+TOUCH_SECONDS = 60.0  # last_used_at is kept to the minute: one small write per token a minute
 
 
-def _cached_lookup(request: Request, token: str) -> TokenInfo | None:
+class AuthError(Exception):
+    """A request's credentials were refused: the status (401/403) and a sentence saying why."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _touch(state: State, info: TokenInfo) -> None:
+    """Record last_used_at off the event loop, at most once a minute per token."""
+    touched: dict[str, float] = state.token_touched
+    now = time.monotonic()
+    if now - touched.get(info.id, -TOUCH_SECONDS) < TOUCH_SECONDS:
+        return
+    touched[info.id] = now
+
+    def write() -> None:
+        try:
+            tokens.touch(state.db.cursor(), info.id)
+        except Exception as exc:  # a lost timestamp must never fail the request
+            log.warning("could not record last use of token %s: %s", info.display, exc)
+
+    try:
+        asyncio.get_running_loop().run_in_executor(None, write)
+    except RuntimeError:  # no loop (a sync caller): write inline
+        write()
+
+
+def _cached_lookup(state: State, token: str) -> TokenInfo | None:
     """Look a token up, remembering live ones briefly: a gateway sends many batches a second.
 
-    Revocation still takes effect within CACHE_SECONDS (and at once for revocations made by
-    this process, which clear the cache)."""
-    cache: dict[str, tuple[float, TokenInfo]] = request.app.state.token_cache
+    Revocations made through this server (admin page, API) clear the cache, so they take
+    effect at once; the CLI can revoke only while the server is stopped."""
+    cache: dict[str, tuple[float, TokenInfo]] = state.token_cache
     key = tokens.hash_token(token)
     now = time.monotonic()
     hit = cache.get(key)
     if hit and now - hit[0] < CACHE_SECONDS:
         return hit[1]
-    info = tokens.lookup(request.app.state.db.cursor(), token)
+    info = tokens.lookup(state.db.cursor(), token)
     if info is None:
         cache.pop(key, None)
     else:
@@ -40,28 +70,46 @@ def _cached_lookup(request: Request, token: str) -> TokenInfo | None:
     return info
 
 
+def check_bearer(state: State, header: str, scope: str) -> TokenInfo:
+    """The live token in an Authorization header if it carries `scope` (admin passes
+    everywhere, read passes for ingest-only routes never); AuthError otherwise."""
+    kind, _, value = header.partition(" ")
+    if kind.lower() != "bearer" or not value.strip():
+        raise AuthError(
+            401,
+            "missing bearer token: send 'Authorization: Bearer <token>'; create one with "
+            f"`tokenshape token create --gateway NAME --scope {scope}`",
+        )
+    info = _cached_lookup(state, value.strip())
+    if info is None:
+        raise AuthError(401, "the bearer token is not known or was revoked; create a new one")
+    if info.scope != scope and info.scope != "admin":
+        raise AuthError(
+            403, f"token {info.display} has the '{info.scope}' scope; this route needs '{scope}'"
+        )
+    _touch(state, info)
+    return info
+
+
+def forget_tokens(state: State) -> None:
+    """Drop cached lookups, so a revocation takes effect on the next request."""
+    state.token_cache.clear()
+
+
 def require_scope(scope: str) -> Callable[[Request], Awaitable[TokenInfo]]:
     """A dependency that admits only a live token with `scope` (admin tokens pass too)."""
 
     # async on purpose: a sync dependency runs in a worker thread, and that hand-off costs
     # more than the lookup, which is a cached dict hit or one indexed point query.
     async def check(request: Request) -> TokenInfo:
-        header = request.headers.get("authorization", "")
-        kind, _, value = header.partition(" ")
-        if kind.lower() != "bearer" or not value.strip():
-            raise _fail(
-                401,
-                "missing bearer token: send 'Authorization: Bearer <token>'; create one with "
-                f"`tokenshape token create --gateway NAME --scope {scope}`",
+        try:
+            return check_bearer(
+                request.app.state, request.headers.get("authorization", ""), scope
             )
-        info = _cached_lookup(request, value.strip())
-        if info is None:
-            raise _fail(401, "the bearer token is not known or was revoked; create a new one")
-        if info.scope != scope and info.scope != "admin":
-            raise _fail(
-                403,
-                f"token {info.display} has the '{info.scope}' scope; this route needs '{scope}'",
+        except AuthError as exc:
+            headers = (
+                {"WWW-Authenticate": 'Bearer realm="tokenshape"'} if exc.status == 401 else None
             )
-        return info
+            raise HTTPException(exc.status, exc.message, headers=headers) from None
 
     return check

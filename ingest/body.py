@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 from collections.abc import AsyncIterator
+
+from starlette.requests import ClientDisconnect
 
 JSON_TYPES = {"application/json", "text/json"}
 NDJSON_TYPES = {
@@ -44,13 +47,34 @@ def check_native_type(header: str | None) -> bool:
     )
 
 
-async def read_limited(chunks: AsyncIterator[bytes], encoding: str | None, limit: int) -> bytes:
-    """The whole body, decompressed; 413 once it passes `limit` bytes, 400 for broken gzip."""
+async def read_limited(
+    chunks: AsyncIterator[bytes], encoding: str | None, limit: int, timeout: float | None = None
+) -> bytes:
+    """The whole body, decompressed; 413 once it passes `limit` bytes, 400 for broken gzip,
+    408 when it takes longer than `timeout` seconds to arrive."""
     encoding = (encoding or "identity").strip().lower()
     if encoding not in ("identity", "gzip", "x-gzip"):
         raise BodyError(
             415, f"Content-Encoding {encoding} is not supported: send gzip or no encoding"
         )
+    # One deadline for the whole body, not per chunk: a client trickling a byte a second would
+    # otherwise hold its connection and its buffer for as long as it likes.
+    try:
+        async with asyncio.timeout(timeout):
+            return await _read(chunks, encoding, limit)
+    except TimeoutError:
+        raise BodyError(
+            408,
+            f"the body did not arrive within {timeout:g} s; send it faster or in smaller "
+            "batches (the limit is TOKENSHAPE_BODY_TIMEOUT_S)",
+        ) from None
+    except ClientDisconnect:
+        raise BodyError(
+            400, "the client disconnected before the body was complete; nothing was stored"
+        ) from None
+
+
+async def _read(chunks: AsyncIterator[bytes], encoding: str, limit: int) -> bytes:
     too_big = BodyError(
         413,
         f"the body is larger than {limit} bytes after decompression; "

@@ -75,7 +75,8 @@ def _epoch_us(values: np.ndarray) -> np.ndarray:
     scale = np.where(
         values >= 1e17, 1e-3, np.where(values >= 1e14, 1.0, np.where(values >= 1e11, 1e3, 1e6))
     )
-    return np.round(values * scale).astype(np.int64)
+    # Clipped: a number like 1e300 must fail the range check, not overflow the int64 cast.
+    return np.round(np.clip(values * scale, -9e18, 9e18)).astype(np.int64)
 
 
 def _parse_time(text: str) -> datetime | None:
@@ -145,9 +146,13 @@ def to_rows(
     hi = received_us + int(FUTURE_SLACK / timedelta(microseconds=1))
     for i in np.flatnonzero((started < lo) | (started > hi)):
         if int(i) not in bad:
-            when = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(started[i]))
+            try:
+                when = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(started[i]))
+                shown = when.isoformat()
+            except OverflowError:  # beyond year 9999: show what was sent
+                shown = repr(cols["started_at"][i])[:64]
             bad[int(i)] = (
-                f"started_at: {when.isoformat()} is outside the accepted range "
+                f"started_at: {shown} is outside the accepted range "
                 "(2000-01-01 to one day after now); send UTC times or epoch seconds"
             )
     t_np = ttft.to_numpy(zero_copy_only=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from typing import Annotated
@@ -13,11 +14,12 @@ from starlette.concurrency import run_in_threadpool
 from app.deps import ClockDep, SettingsDep, WriterDep
 from app.storage.batches import Batch, Reject, WriteResult
 from app.storage.tokens import TokenInfo
-from app.storage.writer import Writer, WriterSaturated, WriterStopped
+from app.storage.writer import Writer, WriterSaturated, WriterStopped, failure_reason
 from ingest.auth import require_scope
 from ingest.body import BodyError, check_native_type, media_type, read_limited
 from ingest.formats import litellm, otlp
 from ingest.formats.native import EnvelopeError, parse
+from ingest.ratelimit import Limited, RateLimiter
 from ingest.schemas import ErrorResponse, IngestResponse, ItemError
 
 log = logging.getLogger("tokenshape.ingest")
@@ -29,8 +31,10 @@ _ERRORS = {
     400: {"model": ErrorResponse, "description": "Nothing in the body could be parsed."},
     401: {"model": ErrorResponse, "description": "Missing, unknown or revoked token."},
     403: {"model": ErrorResponse, "description": "The token lacks the `ingest` scope."},
+    408: {"model": ErrorResponse, "description": "The body took longer than the body timeout."},
     413: {"model": ErrorResponse, "description": "Body over the limit after decompression."},
     415: {"model": ErrorResponse, "description": "Unsupported Content-Type or -Encoding."},
+    429: {"model": ErrorResponse, "description": "Over the token's rate limit; see Retry-After."},
     503: {"model": ErrorResponse, "description": "Writer saturated; retry after Retry-After."},
 }
 
@@ -38,6 +42,19 @@ _ERRORS = {
 def _error(status: int, message: str, retry_after: int | None = None) -> JSONResponse:
     headers = {"Retry-After": str(retry_after)} if retry_after else None
     return JSONResponse({"detail": message}, status_code=status, headers=headers)
+
+
+def _over(request: Request, token: TokenInfo, records: int | None = None) -> JSONResponse | None:
+    """A 429 when the token is over its requests/s limit (records None: before the body is
+    read) or its records/s limit (after parsing, before anything is stored)."""
+    limiter: RateLimiter = request.app.state.rate_limiter
+    who = f"{token.display} (gateway {token.gateway})"
+    over: Limited | None = (
+        limiter.admit_request(token.id, who)
+        if records is None
+        else limiter.admit_records(token.id, who, records)
+    )
+    return None if over is None else _error(429, over.message, over.retry_after)
 
 
 async def _store(writer: Writer, batch: Batch) -> WriteResult | JSONResponse:
@@ -54,8 +71,37 @@ async def _store(writer: Writer, batch: Batch) -> WriteResult | JSONResponse:
     except Exception as exc:  # storage failure: the client must know nothing was kept
         log.error("storing a %s batch from %s failed: %s", batch.format, batch.gateway, exc)
         return _error(
-            503, f"storage failed ({type(exc).__name__}); nothing was stored, retry later", 5
+            503, f"storage failed ({failure_reason(exc)}); nothing was stored, retry later", 5
         )
+
+
+async def _refuse(
+    request: Request, writer: Writer, token: TokenInfo, fmt: str, received_at, exc: BodyError
+) -> JSONResponse:
+    """Answer a body that could not be read, keeping the refusal in `rejects` (with the head of
+    the body as sent when it went unread: a wrong Content-Type)."""
+    raw = await _head(request) if exc.status == 415 else None
+    reject = Reject(None, None, exc.message, raw)
+    await _quarantine(writer, Batch(token.gateway, fmt, received_at, None, [reject]))
+    response = _error(exc.status, exc.message)
+    if exc.status == 408:  # the rest of a trickling body must not hold the connection
+        response.headers["Connection"] = "close"
+    return response
+
+
+async def _head(request: Request) -> str | None:
+    """The first bytes of an unread body as sent, for `rejects`; bounded in size and time."""
+    settings = request.app.state.settings
+    out = bytearray()
+    try:
+        async with asyncio.timeout(min(settings.body_timeout_s, 5.0)):
+            async for chunk in request.stream():
+                out += chunk
+                if len(out) >= settings.reject_raw_chars:
+                    break
+    except Exception:  # a slow or vanished client: the reason alone is kept
+        pass
+    return out[: settings.reject_raw_chars].decode(errors="replace") or None
 
 
 async def _quarantine(writer: Writer, batch: Batch) -> None:
@@ -156,18 +202,24 @@ async def post_logs(
 
 async def _otlp(request, settings, writer, clock, token, *, logs: bool) -> Response:
     """The OTLP/HTTP contract: protobuf or JSON in, Export…ServiceResponse out."""
+    if limited := _over(request, token):
+        return limited
     received_at = clock()
     kind = media_type(request.headers.get("content-type"))
     if kind not in ("application/x-protobuf", "application/json"):
-        return _error(
+        refusal = BodyError(
             415,
             f"Content-Type {kind or 'none'} is not OTLP: send application/x-protobuf or "
             "application/json",
         )
+        return await _refuse(request, writer, token, "otlp", received_at, refusal)
     json_body = kind == "application/json"
     try:
         body = await read_limited(
-            request.stream(), request.headers.get("content-encoding"), settings.max_body_bytes
+            request.stream(),
+            request.headers.get("content-encoding"),
+            settings.max_body_bytes,
+            settings.body_timeout_s,
         )
         parsed, ignored = await run_in_threadpool(
             otlp.parse,
@@ -179,14 +231,17 @@ async def _otlp(request, settings, writer, clock, token, *, logs: bool) -> Respo
             logs=logs,
         )
     except BodyError as exc:
-        return _error(exc.status, exc.message)
+        return await _refuse(request, writer, token, "otlp", received_at, exc)
     except EnvelopeError as exc:
-        reject = Reject(None, None, str(exc), None)
+        # JSON is kept as text; protobuf is binary and would be noise in a text column.
+        raw = body[: settings.reject_raw_chars].decode(errors="replace") if json_body else None
+        reject = Reject(None, None, str(exc), raw)
         await _quarantine(writer, Batch(token.gateway, "otlp", received_at, None, [reject]))
         return _error(400, str(exc))
-    stored = await _store(
-        writer, Batch(token.gateway, "otlp", received_at, parsed.rows, parsed.rejects)
-    )
+    batch = Batch(token.gateway, "otlp", received_at, parsed.rows, parsed.rejects)
+    if limited := _over(request, token, batch.row_count):
+        return limited
+    stored = await _store(writer, batch)
     if isinstance(stored, JSONResponse):
         return stored
     what = "log record" if logs else "span"
@@ -199,18 +254,20 @@ async def _otlp(request, settings, writer, clock, token, *, logs: bool) -> Respo
 
 async def _take(request, settings, writer, clock, token, fmt: str, decoder) -> JSONResponse:
     """The ingest contract for any format: read, decode, quarantine, store, answer."""
+    if limited := _over(request, token):
+        return limited
     received_at = clock()
     gateway = token.gateway
     try:
         ndjson = check_native_type(request.headers.get("content-type"))
         body = await read_limited(
-            request.stream(), request.headers.get("content-encoding"), settings.max_body_bytes
+            request.stream(),
+            request.headers.get("content-encoding"),
+            settings.max_body_bytes,
+            settings.body_timeout_s,
         )
     except BodyError as exc:
-        if exc.status in (400, 413):
-            reject = Reject(None, None, exc.message, None)
-            await _quarantine(writer, Batch(gateway, fmt, received_at, None, [reject]))
-        return _error(exc.status, exc.message)
+        return await _refuse(request, writer, token, fmt, received_at, exc)
 
     decode = functools.partial(
         decoder,
@@ -233,7 +290,10 @@ async def _take(request, settings, writer, clock, token, fmt: str, decoder) -> J
         reject = Reject(None, None, str(exc), raw)
         await _quarantine(writer, Batch(gateway, fmt, received_at, None, [reject]))
         return _error(400, str(exc))
-    result = await _store(writer, Batch(gateway, fmt, received_at, parsed.rows, parsed.rejects))
+    batch = Batch(gateway, fmt, received_at, parsed.rows, parsed.rejects)
+    if limited := _over(request, token, batch.row_count):
+        return limited
+    result = await _store(writer, batch)
     if isinstance(result, JSONResponse):
         return result
     errors = [

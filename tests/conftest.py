@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import uvicorn
 
 from app.config import Settings
 from app.main import create_app
-from app.storage import tokens
+from app.storage import tokens, users
 from app.storage.database import Database
 
 
@@ -57,6 +59,29 @@ class LiveServer:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kw)
 
+    def user(self, name: str, role: str, password: str = "correct horse battery") -> str:
+        """Add a dashboard user directly in the database; returns the password."""
+        users.add(self.db.cursor(), name, password, role)
+        return password
+
+    @contextmanager
+    def login(self, name: str, password: str = "correct horse battery") -> Iterator[httpx.Client]:
+        """A client logged in through the real form, sending the CSRF header as Dash does."""
+        with httpx.Client(base_url=self.url, timeout=30) as client:
+            yield self._log_in(client, name, password)
+
+    def _log_in(self, client: httpx.Client, name: str, password: str) -> httpx.Client:
+        form = client.get("/login")
+        nonce = re.search(r'name="csrf" value="([^"]+)"', form.text)
+        assert nonce, form.text
+        answer = client.post(
+            "/login",
+            data={"csrf": nonce.group(1), "username": name, "password": password, "next": "/"},
+        )
+        assert answer.status_code == 303, answer.text
+        client.headers["X-CSRFToken"] = client.cookies["_csrf_token"]
+        return client
+
     def scalar(self, sql: str, params: list | None = None):
         """One value from the live database (read through the server's own instance)."""
         row = self.db.cursor().execute(sql, params or []).fetchone()
@@ -69,10 +94,10 @@ def settings(tmp_path: Path) -> Settings:
     return Settings(db=tmp_path / "t.duckdb", port=free_port(), _env_file=None)
 
 
-def serve(settings: Settings) -> Iterator[LiveServer]:
-    """Run the app until the generator is closed."""
+def serve(settings: Settings, **app_kwargs) -> Iterator[LiveServer]:
+    """Run the app until the generator is closed; app_kwargs go to create_app (e.g. clocks)."""
     db = Database(settings.db)
-    app = create_app(settings, db=db)
+    app = create_app(settings, db=db, **app_kwargs)
     config = uvicorn.Config(
         app, host="127.0.0.1", port=settings.port, log_level="warning", lifespan="on"
     )
@@ -95,6 +120,16 @@ def serve(settings: Settings) -> Iterator[LiveServer]:
 def live(settings: Settings) -> Iterator[LiveServer]:
     """The real app on a loopback port over a migrated database."""
     yield from serve(settings)
+
+
+@pytest.fixture
+def secured(tmp_path: Path) -> Iterator[LiveServer]:
+    """The app with logins on (as on any non-loopback bind), with an admin and a viewer."""
+    settings = Settings(db=tmp_path / "s.duckdb", port=free_port(), auth="on", _env_file=None)
+    for live in serve(settings):
+        live.user("ada", "admin")
+        live.user("vic", "viewer")
+        yield live
 
 
 @pytest.fixture

@@ -189,8 +189,9 @@ def test_locked_database_gets_one_clear_line(tmp_path):
         assert proc.returncode == 2
         assert "Traceback" not in proc.stderr
         lines = proc.stderr.strip().splitlines()
-        assert len(lines) == 1 and "in use by process" in lines[0]
+        assert len(lines) == 2 and "in use by process" in lines[0]
         assert "POST /v1/requests" in lines[0]
+        assert "Admin page (/admin)" in lines[1] and "/api/tokens" in lines[1]
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -45,7 +45,7 @@ def test_a_segment_already_moved_is_not_stored_twice(tmp_path):
         journal = Journal(jdir, REQUESTS_SCHEMA)
         store = RequestStore(db.new_cursor(), journal=journal)
         store.write([Batch("g", "t", now, _rows(["a", "b"]))])
-        segment = journal.rotate()
+        (segment,) = journal.rotate()
         # Crash between the move's COMMIT and the segment's deletion: rows in both places.
         db.cursor().register("staged", Journal.read(segment))
         db.cursor().execute("INSERT INTO requests SELECT * FROM staged")

@@ -15,6 +15,28 @@ from app.storage.ingest_store import count_rows
 router = APIRouter(tags=["health"])
 
 
+def _problem(database: DatabaseHealth, writer: WriterHealth) -> str | None:
+    """What is wrong, if anything: a degraded server answers 503 so monitors notice."""
+    if not database.ok:
+        return f"the database cannot be read: {database.error}"
+    if not writer.running:
+        return "the writer is not running: ingest answers 503; restart the server"
+    # A failing disk shows here first: ingest answers 503 (retryable) until the next write
+    # or move succeeds, which clears the error again.
+    if writer.last_error is not None:
+        return (
+            f"the last write failed ({writer.last_error}): ingest answers 503 until writes "
+            "succeed again; check the disk holding the database"
+        )
+    if writer.last_move_error is not None:
+        return (
+            f"acknowledged rows cannot be moved into the database ({writer.last_move_error}); "
+            f"{writer.journal_rows:,} wait safely in the journal; check the disk holding the "
+            "database"
+        )
+    return None
+
+
 @router.get("/api/health", response_model=Health, responses={503: {"model": Health}})
 def health(request: Request, db: DbDep, writer: WriterDep) -> JSONResponse:
     """Database and writer state; 503 when either is down."""
@@ -48,9 +70,11 @@ def health(request: Request, db: DbDep, writer: WriterDep) -> JSONResponse:
             reports.last_week = last[0]["week"]
             reports.last_status = last[0]["status"]
             reports.last_error = last[0]["error"]
-    ok = database.ok and state.running
+    problem = _problem(database, state)
+    ok = problem is None
     body = Health(
         status="ok" if ok else "degraded",
+        problem=problem,
         version=__version__,
         database=database,
         writer=state,

@@ -51,6 +51,7 @@ class Health(BaseModel):
     """GET /api/health."""
 
     status: str
+    problem: str | None = None  # why the status is "degraded", in words
     version: str
     database: DatabaseHealth
     writer: WriterHealth

@@ -9,9 +9,12 @@ import dash
 from dash import Dash, dcc, html
 from fastapi import FastAPI
 
+from app.auth import principal
+from app.auth.principal import Principal
 from app.config import Settings
-from app.dashboard import plotlyjs
+from app.dashboard import ids, plotlyjs
 from app.dashboard.pages import (
+    admin,
     latency,
     overview,
     reports,
@@ -21,6 +24,7 @@ from app.dashboard.pages import (
     traffic,
 )
 from app.storage.database import Database
+from ingest.auth import forget_tokens
 
 
 class _Dash(Dash):
@@ -37,13 +41,10 @@ def mount(
     clock: Callable[[], datetime],
     tz: str = "UTC",
     *,
-    editable: bool = True,
     seasonal_threshold: float = 0.10,
     settings: Settings | None = None,
 ) -> Dash:
-    """Create the Dash app on `server` (Dash's FastAPI backend) and register the pages.
-
-    `editable`: whether the dashboard may change engine profiles (no logins yet)."""
+    """Create the Dash app on `server` (Dash's FastAPI backend) and register the pages."""
     partial = plotlyjs.partial_plotly_usable()
     app = _Dash(
         __name__,
@@ -61,25 +62,72 @@ def mount(
     shapes.register(app, db, clock)
     latency.register(db, clock, tz)
     traffic.register(db, clock, tz)
-    rightsizing.register(app, db, clock, editable=editable)
+    rightsizing.register(app, db, clock)
     seasonal.register(db, clock, tz, seasonal_threshold)
     if settings is not None:
         reports.register(db, clock, settings)
-    app.layout = html.Div(
+    admin.register(app, db, lambda: forget_tokens(server.state))
+    logo = app.get_asset_url("logo.svg")
+    # A function: Dash calls it for every page load, so the bar shows who is looking.
+    app.layout = lambda: _shell(logo)
+    return app
+
+
+def _who(who: Principal | None) -> list:
+    """The open-mode banner, or the user's name with a logout button."""
+    if who is None or who.via == "open":
+        return [
+            html.Div(
+                "Open mode: no login is required, so anyone who can reach this address can see "
+                "this traffic"
+                + (" and change engine profiles." if who and who.is_admin else ".")
+                + " Set TOKENSHAPE_AUTH=on and add users with `tokenshape user add`.",
+                className="open-banner",
+                id=ids.OPEN_BANNER,
+            )
+        ]
+    return [
+        html.Div(
+            [
+                html.Span(f"{who.name} · {who.role}", id=ids.WHO),
+                html.Form(
+                    [
+                        dcc.Input(type="hidden", name="csrf", value=who.csrf),
+                        html.Button("Log out", type="submit", id=ids.LOGOUT),
+                    ],
+                    action="/logout",
+                    method="POST",
+                    className="logout",
+                ),
+            ],
+            className="who",
+        )
+    ]
+
+
+def _shell(logo: str) -> html.Div:
+    """The bar, the banner and the page container around every page."""
+    who = principal.current()
+    signed_in = _who(who)
+    banner = signed_in if who is None or who.via == "open" else []
+    user_box = [] if banner else signed_in
+    pages = [
+        p
+        for p in dash.page_registry.values()
+        if p["path"] != "/admin" or (who is not None and who.is_admin)
+    ]
+    return html.Div(
         [
             html.Header(
                 [
-                    html.Img(src=app.get_asset_url("logo.svg"), className="logo", alt=""),
+                    html.Img(src=logo, className="logo", alt=""),
                     html.Span("tokenshape", className="brand"),
-                    html.Nav(
-                        [
-                            html.A(p["name"], href=p["relative_path"])
-                            for p in dash.page_registry.values()
-                        ]
-                    ),
+                    html.Nav([html.A(p["name"], href=p["relative_path"]) for p in pages]),
+                    *user_box,
                 ],
                 className="topbar",
             ),
+            *banner,
             # While a page's layout is computed the old content stays, dimmed, so nothing jumps.
             html.Main(
                 dcc.Loading(
@@ -94,4 +142,3 @@ def mount(
             ),
         ]
     )
-    return app

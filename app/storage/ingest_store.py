@@ -67,7 +67,7 @@ class RequestStore:
                     self.con.unregister("staged")
                     self.con.execute("COMMIT")
                 except BaseException:
-                    self.con.execute("ROLLBACK")
+                    _rollback(self.con)
                     raise
                 restored += int(row[0]) if row else 0
             path.unlink()
@@ -122,7 +122,7 @@ class RequestStore:
                 self._insert("rejects", "*", pa.concat_tables(rejects))
             self.con.execute("COMMIT")
         except BaseException:
-            self.con.execute("ROLLBACK")
+            _rollback(self.con)
             raise
         for hashes in kept_hashes:  # only now are these rows durable
             self.keys.add(hashes)
@@ -143,9 +143,7 @@ class RequestStore:
         with self._lock:
             tables, self._pending = self._pending, []
             self._moving = tables
-            segment = self.journal.rotate()
-            if segment is not None:
-                self._segments.append(segment)
+            self._segments.extend(self.journal.rotate())
             segments = list(self._segments)
         try:
             if tables:
@@ -154,7 +152,7 @@ class RequestStore:
                     self._insert("requests", _COLS, pa.concat_tables(tables), con)
                     con.execute("COMMIT")
                 except BaseException:
-                    con.execute("ROLLBACK")
+                    _rollback(con)
                     raise
         except BaseException:
             with self._lock:  # keep them pending; their segments stay on disk
@@ -271,6 +269,15 @@ class RequestStore:
         mask = np.zeros(cand.num_rows, dtype=bool)
         mask[np.asarray(hits, dtype=np.int64)] = True
         return mask
+
+
+def _rollback(con: duckdb.DuckDBPyConnection) -> None:
+    # A COMMIT that failed (disk full) has ended the transaction already; a ROLLBACK then
+    # raises "no transaction is active", which would hide the error that matters.
+    try:
+        con.execute("ROLLBACK")
+    except duckdb.TransactionException:
+        pass
 
 
 def count_rows(con: duckdb.DuckDBPyConnection, table: str) -> int:

@@ -25,6 +25,8 @@ class Journal:
         self._file = None
         self._writer: ipc.RecordBatchStreamWriter | None = None
         self._path: Path | None = None
+        self._good = 0  # bytes of the open segment that hold complete, fsynced batches
+        self._closed: list[Path] = []  # closed segments not yet handed to rotate()'s caller
         existing = self.segments()
         self._next = int(existing[-1].stem.split("-")[1]) + 1 if existing else 1
 
@@ -33,26 +35,67 @@ class Journal:
         return sorted(self.directory.glob("segment-*.arrow"))
 
     def append(self, rows: pa.Table) -> None:
-        """Write the rows to the open segment and fsync: after this they survive a crash."""
-        if self._writer is None:
-            self._path = self.directory / f"segment-{self._next:09d}.arrow"
-            self._next += 1
-            self._file = open(self._path, "wb")  # noqa: SIM115 - kept open across appends
-            self._writer = ipc.new_stream(self._file, self.schema)
-        assert self._file is not None
-        self._writer.write_table(rows.cast(self.schema))
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        """Write the rows to the open segment and fsync: after this they survive a crash.
 
-    def rotate(self) -> Path | None:
-        """Close the open segment and return it (the next append starts a new one)."""
-        if self._writer is None:
-            return None
-        self._writer.close()
-        assert self._file is not None
-        self._file.close()
-        path, self._writer, self._file, self._path = self._path, None, None, None
-        return path
+        When the write fails (disk full, I/O error) the rows are not journaled and the error
+        propagates; the segment is cut back to its last complete batch and closed, so the
+        next append starts a new segment instead of writing after torn bytes, which a reader
+        would take for the end of the segment and so lose every batch written after them."""
+        try:
+            if self._writer is None:
+                self._path = self.directory / f"segment-{self._next:09d}.arrow"
+                self._next += 1
+                self._good = 0
+                self._file = open(self._path, "wb")  # noqa: SIM115 - kept open across appends
+                self._writer = ipc.new_stream(self._file, self.schema)
+            assert self._file is not None
+            self._writer.write_table(rows.cast(self.schema))
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        except BaseException:
+            self._cut()
+            raise
+        self._good = self._file.tell()
+
+    def _cut(self) -> None:
+        """Close the open segment after a failed append, keeping only its complete batches."""
+        path, good = self._path, self._good
+        for close in (self._writer, self._file):
+            try:
+                if close is not None:
+                    close.close()
+            except (OSError, pa.ArrowException):
+                pass  # the buffered tail cannot be written: it is cut off below anyway
+        self._writer, self._file, self._path, self._good = None, None, None, 0
+        if path is None:
+            return
+        try:
+            if good:
+                os.truncate(path, good)  # frees space, so it works on a full disk too
+                self._closed.append(path)
+            else:
+                path.unlink(missing_ok=True)  # nothing in it was ever acknowledged
+        except OSError:
+            # Left as it is, it still reads up to the torn bytes; hand it over all the same.
+            self._closed.append(path)
+
+    def rotate(self) -> list[Path]:
+        """Close the open segment; returns every segment closed since the last call, oldest
+        first (a segment cut short by a failed append included). Never raises: the batches
+        are fsynced already, and a stream end marker that cannot be written is not needed."""
+        if self._writer is not None:
+            path = self._path
+            assert path is not None and self._file is not None
+            try:
+                self._writer.close()
+                self._file.close()
+            except (OSError, pa.ArrowException):
+                self._cut()  # keeps the complete batches and records the segment
+            else:
+                self._closed.append(path)
+            self._writer, self._file, self._path, self._good = None, None, None, 0
+        closed, self._closed = self._closed, []
+        return closed
 
     def close(self) -> None:
         """Close the open segment, if any, keeping it on disk."""

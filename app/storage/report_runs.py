@@ -91,3 +91,9 @@ def history(cur: duckdb.DuckDBPyConnection, limit: int = 50) -> list[dict]:
     ).fetchall()
     names = ("week", "recipients", "status", "attempt", "message_id", "error", "started_at")
     return [dict(zip((*names, "finished_at"), row, strict=True)) for row in rows]
+
+
+def count_by_status(cur: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """Attempts per status (sending, sent, failed), for /metrics."""
+    rows = cur.execute("SELECT status, count(*) FROM report_runs GROUP BY status").fetchall()
+    return {status: int(n) for status, n in rows}

@@ -68,6 +68,33 @@ tokens = Table(
     Column("revoked_at", TSZ),
 )
 
+users = Table(
+    "users",
+    metadata,
+    Column("name", String, primary_key=True),
+    Column("password_hash", String, nullable=False),
+    Column("role", String, nullable=False),
+    Column("created_at", TSZ, nullable=False),
+    Column("last_login_at", TSZ),
+)
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("id_hash", String, primary_key=True),
+    Column("user_name", String, nullable=False),
+    Column("created_at", TSZ, nullable=False),
+    Column("expires_at", TSZ, nullable=False),
+)
+
+server_keys = Table(
+    "server_keys",
+    metadata,
+    Column("name", String, primary_key=True),
+    Column("value", String, nullable=False),
+    Column("created_at", TSZ, nullable=False),
+)
+
 engines = Table(
     "engines",
     metadata,

@@ -113,3 +113,28 @@ def revoke(con: duckdb.DuckDBPyConnection, token_id: str) -> bool:
         [token_id],
     )
     return row is not None
+
+
+def rotate(con: duckdb.DuckDBPyConnection, token_id: str) -> tuple[str, TokenInfo] | None:
+    """Replace a live token by a new one with the same gateway and scope; the old one is
+    revoked in the same transaction. None if no live token matched."""
+    token_id = token_id.removeprefix(PREFIX).rstrip("…")[:8]
+    row = first_row(
+        con, "SELECT gateway, scope FROM tokens WHERE id = ? AND revoked_at IS NULL", [token_id]
+    )
+    if row is None:
+        return None
+    con.execute("BEGIN TRANSACTION")
+    try:
+        created = create(con, row[0], row[1])
+        con.execute("UPDATE tokens SET revoked_at = now() WHERE id = ?", [token_id])
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return created
+
+
+def touch(con: duckdb.DuckDBPyConnection, token_id: str) -> None:
+    """Record that a token was just used."""
+    con.execute("UPDATE tokens SET last_used_at = now() WHERE id = ?", [token_id])

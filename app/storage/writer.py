@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Protocol
 
 from app.storage.batches import Batch, WriteResult
 from app.storage.database import Database
@@ -28,6 +30,29 @@ class WriterSaturated(Exception):
 
 class WriterStopped(Exception):
     """The writer is not running (server starting up or shutting down)."""
+
+
+def failure_reason(exc: BaseException) -> str:
+    """A storage error in words a client can act on (the full error goes to the log)."""
+    text = str(exc)
+    code = exc.errno if isinstance(exc, OSError) else None
+    if code in (errno.ENOSPC, errno.EDQUOT) or "No space left on device" in text:
+        return "the server's disk is full"
+    if code == errno.EROFS or "Read-only file system" in text:
+        return "the server's disk is read-only"
+    if code == errno.EACCES or "Permission denied" in text:
+        return "the server may not write its database files"
+    return type(exc).__name__
+
+
+class FlushObserver(Protocol):
+    """Told about every flush (the server's metrics); called on the event loop, so quick."""
+
+    def flushed(self, seconds: float, batches: list[Batch], results: list[WriteResult]) -> None:
+        """A flush committed: its duration and each batch's result."""
+
+    def flush_failed(self, seconds: float, batches: list[Batch]) -> None:
+        """A flush's transaction failed: nothing of these batches was stored."""
 
 
 @dataclass
@@ -55,8 +80,10 @@ class Writer:
         flush_rows: int = 50_000,
         flush_ms: float = 5.0,
         raw_chars: int = 4096,
+        observer: FlushObserver | None = None,
     ):
         self.db = db
+        self.observer = observer
         self.capacity_rows = capacity_rows
         self.flush_rows = flush_rows
         self.flush_s = flush_ms / 1000
@@ -119,10 +146,24 @@ class Writer:
                 try:
                     while store.unmoved_rows:
                         store.move(con)
+                    if self.last_move_error is not None:
+                        log.warning("moving journaled rows into the database works again")
                     self.last_move_error = None
                 except Exception as exc:  # rows stay journaled; try again on the next wake-up
-                    self.last_move_error = f"{type(exc).__name__}: {exc}"
-                    log.error("moving journaled rows into the database failed: %s", exc)
+                    error = f"{type(exc).__name__}: {exc}"
+                    if error != self.last_move_error:  # once, not twice a second while it lasts
+                        log.error("moving journaled rows into the database failed: %s", exc)
+                    self.last_move_error = error
+                    if self._stopping:
+                        # Stopping must not wait for a disk that stays full: the rows are safe
+                        # in the journal's segments, and the next start stores them.
+                        log.error(
+                            "stopping with %d acknowledged rows still in the journal %s; "
+                            "they are stored when the server next starts",
+                            store.unmoved_rows,
+                            self.journal_dir,
+                        )
+                        return
                     time.sleep(0.5)
                 if self._stopping and not store.unmoved_rows:
                     return
@@ -211,10 +252,12 @@ class Writer:
             for _, future in items:
                 if not future.done():
                     future.set_exception(exc)
+            self._observe("flush_failed", time.perf_counter() - started, batches)
         else:
+            elapsed = time.perf_counter() - started
             self.stats.flushes += 1
             self.stats.batches += len(batches)
-            self.stats.last_flush_ms = (time.perf_counter() - started) * 1000
+            self.stats.last_flush_ms = elapsed * 1000
             self.stats.last_error = None
             self._move_wanted.set()
             for (_, future), result in zip(items, results, strict=True):
@@ -223,10 +266,20 @@ class Writer:
                 self.stats.rows_rejected += result.rejected
                 if not future.done():
                     future.set_result(result)
+            self._observe("flushed", elapsed, batches, results)
         finally:
             self._pending_rows -= rows
             for _ in items:
                 self._queue.task_done()
+
+    def _observe(self, event: str, *args) -> None:
+        # After the waiters have their answers: a failing observer must never hold one up.
+        if self.observer is None:
+            return
+        try:
+            getattr(self.observer, event)(*args)
+        except Exception as exc:
+            log.warning("the writer's flush observer failed: %s", exc)
 
     def state(self) -> dict:
         """Writer health for /api/health."""

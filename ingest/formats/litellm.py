@@ -110,6 +110,8 @@ def _items(body: bytes, ndjson: bool) -> list:
         raise EnvelopeError("litellm: the body is empty: send the callback's JSON or NDJSON")
     try:
         value = json.loads(body)  # json_array or single (LiteLLM may send ndjson as JSON too)
+    except RecursionError:
+        raise EnvelopeError("litellm: the body nests JSON too deep to parse") from None
     except ValueError as exc:
         if b"\n" not in body:
             raise EnvelopeError(
@@ -124,6 +126,8 @@ def _items(body: bytes, ndjson: bool) -> list:
         if line.strip():
             try:
                 items.append(json.loads(line))
+            except RecursionError:
+                items.append(_BadLine("litellm: line nests JSON too deep to parse"))
             except ValueError as exc:
                 items.append(_BadLine(f"litellm: line is not JSON ({exc})"))
     return items

@@ -16,6 +16,9 @@ from ingest.records import RecordIn, describe_error, to_rows
 _one = msgspec.json.Decoder(RecordIn)
 _many = msgspec.json.Decoder(list[RecordIn])
 _raw_list = msgspec.json.Decoder(list[msgspec.Raw])
+_any = msgspec.json.Decoder()
+# The decoders give up past about a thousand levels with RecursionError: a recursion bomb.
+TOO_DEEP = "the body nests JSON too deep to parse; records are flat JSON objects"
 
 
 class EnvelopeError(ValueError):
@@ -59,6 +62,13 @@ def _item(raw: bytes, index: int, out: list, idx: list, rejects: list) -> None:
         out.append(_one.decode(raw))
         idx.append(index)
         return
+    except RecursionError:
+        rejects.append(
+            Reject(
+                index, None, "the record nests JSON too deep to parse", raw.decode(errors="replace")
+            )
+        )
+        return
     except msgspec.ValidationError as exc:
         fld, msg = describe_error(exc)
         if "Expected `object`" in str(exc) and " - at " not in str(exc):
@@ -95,7 +105,7 @@ def parse(
     """Parse a whole body; raises EnvelopeError when nothing in it is usable."""
     body = body.strip()
     if body.startswith(b"\xef\xbb\xbf"):
-        body = body[3:]
+        body = body[3:].strip()
     if not body:
         raise EnvelopeError("the body is empty: send a JSON object, a JSON array or NDJSON")
     records: list[RecordIn] = []
@@ -107,15 +117,12 @@ def parse(
             records = _many.decode(body)
             indexes = list(range(len(records)))
             items = []
-        except (msgspec.ValidationError, msgspec.DecodeError):
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
             items = _split_array(body)
-    elif not ndjson and body[:1] == b"{" and b"\n" not in body.rstrip():
-        items = [(0, body)]
     elif not ndjson and body[:1] not in (b"{", b"["):
-        raise EnvelopeError(
-            f"the body is not a JSON object, array or NDJSON (starts with {body[:20]!r}); "
-            "send records as JSON objects"
-        )
+        raise EnvelopeError(_not_json(body))
+    elif not ndjson and (single := _single(body)) is not None:
+        items = single
     elif b"\n\n" not in body and b"\r" not in body:
         # Fast path for clean NDJSON: newlines become commas, one C-level decode.
         try:
@@ -124,7 +131,7 @@ def parse(
                 raise ValueError("a line held more or less than one object")
             indexes = list(range(len(records)))
             items = []
-        except (msgspec.ValidationError, msgspec.DecodeError, ValueError):
+        except (msgspec.ValidationError, msgspec.DecodeError, ValueError, RecursionError):
             records = []
             items = _lines(body)
     else:
@@ -135,7 +142,7 @@ def parse(
                 fast = _many.decode(joined)
                 if len(fast) == len(items):  # a line holding two objects must not shift indexes
                     records, indexes, items = fast, [n for n, _ in items], []
-            except (msgspec.ValidationError, msgspec.DecodeError):
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
                 pass
     if len(records) + len(items) > max_items:
         raise EnvelopeError(
@@ -153,6 +160,41 @@ def parse(
     return Parsed(rows, rejects, total)
 
 
+def _not_json(body: bytes) -> str:
+    """What is wrong with a body that does not start like JSON."""
+    if body[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in body[:4]:
+        return "the body is not UTF-8 (it looks like UTF-16 or UTF-32); send UTF-8 JSON"
+    return (
+        f"the body is not a JSON object, array or NDJSON (starts with {body[:20]!r}); "
+        "send records as JSON objects"
+    )
+
+
+def _single(body: bytes) -> list[tuple[int, bytes]] | None:
+    """A JSON body starting with `{`: one object (however it is laid out) is one item; None
+    when it is NDJSON sent as JSON; EnvelopeError when it is neither (truncated, not UTF-8)."""
+    try:
+        _any.decode(body)
+        return [(0, body)]
+    except RecursionError:
+        raise EnvelopeError(TOO_DEEP) from None
+    except msgspec.DecodeError as exc:
+        error = exc
+    try:  # NaN / Infinity literals: the item gets an error naming its field
+        json.loads(body)
+        return [(0, body)]
+    except RecursionError:
+        raise EnvelopeError(TOO_DEEP) from None
+    except ValueError:
+        pass
+    if b"\n" in body:
+        return None
+    raise EnvelopeError(
+        f"the body is not valid JSON ({error}); send one JSON object, a JSON array of objects "
+        "or NDJSON"
+    )
+
+
 def _split_array(body: bytes) -> list[tuple[int, bytes]]:
     """Items of a JSON array as raw bytes, so each can fail on its own."""
     try:
@@ -160,11 +202,15 @@ def _split_array(body: bytes) -> list[tuple[int, bytes]]:
         return [(i, bytes(r)) for i, r in enumerate(raws)]
     except msgspec.ValidationError as exc:
         raise EnvelopeError(f"the body is not a JSON array of records: {exc}") from None
+    except RecursionError:
+        raise EnvelopeError(TOO_DEEP) from None
     except msgspec.DecodeError:
         pass
     try:  # NaN / Infinity literals: Python's parser takes them, and items get named errors
         objs = json.loads(body)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        raise EnvelopeError(TOO_DEEP) from None
+    except ValueError as exc:
         raise EnvelopeError(
             f"the body is not valid JSON ({exc}); send a JSON array of objects or NDJSON"
         ) from None

@@ -75,16 +75,29 @@ def _hex_ids(obj):
 def decode(body: bytes, json_body: bool, kind=ExportTraceServiceRequest):
     """The export request; EnvelopeError names the format when it does not decode."""
     request = kind()
+    name = request.DESCRIPTOR.name
+    if json_body and not body.strip():
+        raise EnvelopeError(f"otlp: the body is empty: send an OTLP {name} in JSON")
     try:
         if json_body:
-            json_format.ParseDict(_hex_ids(json.loads(body)), request, ignore_unknown_fields=True)
+            obj = json.loads(body)
+            if not isinstance(obj, dict):
+                raise EnvelopeError(
+                    f"otlp: the body must be a JSON object (an OTLP {name}), "
+                    f"not {type(obj).__name__}"
+                )
+            json_format.ParseDict(_hex_ids(obj), request, ignore_unknown_fields=True)
         else:
             request.ParseFromString(body)
-    except (DecodeError, json_format.ParseError, UnicodeDecodeError, ValueError) as exc:
+    except RecursionError:
+        raise EnvelopeError(f"otlp: the body nests too deep to be an OTLP {name}") from None
+    # The JSON mapping raises TypeError/AttributeError for values of the wrong JSON type deep in
+    # the document: like a parse error, that is the sender's mistake, never a 500.
+    except (DecodeError, json_format.ParseError, ValueError, TypeError, AttributeError) as exc:
+        if isinstance(exc, EnvelopeError):
+            raise
         kind = "JSON" if json_body else "protobuf"
-        raise EnvelopeError(
-            f"otlp: the body is not an OTLP {request.DESCRIPTOR.name} in {kind} ({exc})"
-        ) from None
+        raise EnvelopeError(f"otlp: the body is not an OTLP {name} in {kind} ({exc})") from None
     return request
 
 

@@ -17,6 +17,7 @@ from dash import Dash, Input, Output, State, dcc, html
 
 from app.analytics import shapes
 from app.analytics.filters import Filter
+from app.auth import principal
 from app.dashboard import filterbar, ids
 from app.dashboard.figures import Bounds, heatmap_figure, memory_figure
 from app.dashboard.findings import drift_panel
@@ -413,21 +414,19 @@ def save_profile(db: Database, engine: str, values: dict, now: datetime) -> str 
 
 
 READ_ONLY = (
-    "Profiles can be edited here only while the server listens on a loopback address (there "
-    "are no logins yet); use PUT /api/engines/{name} with an admin token."
+    "Only admins can change engine profiles: ask one, or use PUT /api/engines/{name} with an "
+    "admin token."
 )
 
 
-def register(
-    app: Dash, db: Database, clock: Callable[[], datetime], *, editable: bool = True
-) -> None:
+def register(app: Dash, db: Database, clock: Callable[[], datetime]) -> None:
     """Register the page at /rightsizing and the profile editor's save and delete callbacks."""
     register_page(
         __name__,
         "/rightsizing",
         "Rightsizing",
         4,
-        lambda **query: layout_for(db, query, clock(), editable),
+        lambda **query: layout_for(db, query, clock(), principal.is_admin()),
     )
     names = [name for name, _, _ in SELECT_FIELDS] + [name for name, _ in NUMBER_FIELDS]
     names.append("startup_log")
@@ -442,7 +441,7 @@ def register(
         prevent_initial_call=True,
     )
     async def _save(_clicks, engine, *rest):
-        if not editable:  # checked here too: a request can reach the callback without the page
+        if not principal.is_admin():  # checked here too: a request can skip the page
             return READ_ONLY, dash.no_update
         *values, href = rest
         error = await asyncio.to_thread(
@@ -462,7 +461,7 @@ def register(
         prevent_initial_call=True,
     )
     async def _delete(_clicks, engine):
-        if not editable:
+        if not principal.is_admin():
             return READ_ONLY, dash.no_update
         await asyncio.to_thread(lambda: delete_profile(db.cursor(), engine))
         return "deleted", "/rightsizing?" + urlencode({"deleted": engine})

@@ -1,0 +1,159 @@
+"""The auth gate: an ASGI middleware that decides, per path, what a request must show.
+
+- `/v1/...` ingest routes check their own `ingest` bearer tokens;
+- `/api/...` and `/metrics` need a `read` (or `admin`) bearer token, or a login session;
+- every dashboard page and Dash request needs a login session; pages redirect to /login,
+  Dash's own requests get 401; state-changing requests must echo the session's CSRF token;
+- static files, the login page, /api/health and the OpenAPI schema are public.
+
+When auth is off (a loopback demo), everyone is let in and pages say so."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime
+from urllib.parse import quote
+
+from starlette.datastructures import State
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.auth import cookies, principal
+from app.auth.principal import Principal
+from app.storage import sessions
+from ingest.auth import AuthError, check_bearer
+
+PUBLIC_PATHS = frozenset(
+    {
+        "/login",
+        "/logout",
+        "/api/health",
+        "/openapi.json",
+        "/docs",
+        "/docs/oauth2-redirect",
+        "/redoc",
+        "/_favicon.ico",
+        "/favicon.ico",
+    }
+)
+PUBLIC_PREFIXES = ("/v1/", "/assets/", "/_dash-component-suites/")
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+SESSION_CACHE_SECONDS = 2.0
+
+
+def session_principal(
+    state: State, signed: str | None, now: datetime
+) -> tuple[Principal, str] | None:
+    """The user behind a session cookie and the session id, or None."""
+    session_id = cookies.unsign(state.signing_key, signed)
+    if session_id is None:
+        return None
+    cache: dict[str, tuple[float, Principal]] = state.session_cache
+    hit = cache.get(session_id)
+    mono = time.monotonic()
+    if hit and mono - hit[0] < SESSION_CACHE_SECONDS:
+        return hit[1], session_id
+    user = sessions.lookup(state.db.cursor(), session_id, now)
+    if user is None:
+        cache.pop(session_id, None)
+        return None
+    who = Principal(
+        user.name, user.role, "session", cookies.csrf_for(state.signing_key, session_id)
+    )
+    if len(cache) > 10_000:
+        cache.clear()
+    cache[session_id] = (mono, who)
+    return who, session_id
+
+
+def _kind(path: str) -> str:
+    if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
+        return "public"
+    if path.startswith("/api/") or path == "/metrics":
+        return "api"
+    return "dashboard"
+
+
+def _json(status: int, message: str, bearer: bool = False) -> JSONResponse:
+    headers = {"WWW-Authenticate": 'Bearer realm="tokenshape"'} if bearer else None
+    return JSONResponse({"detail": message}, status_code=status, headers=headers)
+
+
+class AuthGate:
+    """Admits or refuses each HTTP request before it reaches a route (see module doc)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        state: State,
+        enabled: bool,
+        open_role: str,
+        clock: Callable[[], datetime],
+    ):
+        self.app = app
+        self.state = state
+        self.enabled = enabled
+        self.open = Principal("everyone", open_role, "open")
+        self.clock = clock
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        who, refusal = self._admit(scope)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        token = principal.set_current(who)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            principal.reset(token)
+
+    def _admit(self, scope: Scope) -> tuple[Principal | None, object]:
+        """(who, None) to let the request through, or (None, a response) to refuse it."""
+        if not self.enabled:
+            return self.open, None
+        request = Request(scope)
+        path, method = scope["path"], scope["method"]
+        kind = _kind(path)
+        found = session_principal(
+            self.state, request.cookies.get(cookies.SESSION_COOKIE), self.clock()
+        )
+        who = found[0] if found else None
+        if kind == "public":
+            return who, None
+        if kind == "api":
+            header = request.headers.get("authorization")
+            if header:
+                try:
+                    info = check_bearer(self.state, header, "read")
+                except AuthError as exc:
+                    return None, _json(exc.status, exc.message, exc.status == 401)
+                role = "admin" if info.scope == "admin" else "viewer"
+                return Principal(f"token {info.display}", role, "token"), None
+            if who is not None and method in SAFE_METHODS:
+                return who, None
+            return None, _json(
+                401,
+                "authentication required: send 'Authorization: Bearer <token>' with a token of "
+                "the 'read' scope (`tokenshape token create --gateway NAME --scope read`), or "
+                "log in at /login",
+                bearer=True,
+            )
+        if who is None:
+            if method == "GET" and not path.startswith("/_"):
+                query = scope["query_string"].decode()
+                target = path + (f"?{query}" if query else "")
+                return None, RedirectResponse(f"/login?next={quote(target, safe='')}", 303)
+            return None, _json(401, "your session has ended: log in again at /login")
+        if method not in SAFE_METHODS and not cookies.same(
+            request.headers.get(cookies.CSRF_HEADER), who.csrf
+        ):
+            return None, _json(
+                403, "the request lacks this session's CSRF token: reload the page and retry"
+            )
+        return who, None

@@ -1,0 +1,101 @@
+"""Dashboard users: a name, a role (viewer or admin) and a scrypt password hash."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+import duckdb
+
+from app.storage.passwords import check_strength, hash_password, verify_password
+from app.storage.rows import first_row
+
+ROLES = ("viewer", "admin")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class UserInfo:
+    """A user without the password hash."""
+
+    name: str
+    role: str
+    created_at: datetime
+    last_login_at: datetime | None
+
+
+def _check(name: str, role: str) -> None:
+    if not _NAME.match(name):
+        raise ValueError(
+            f"user name {name!r}: use 1-64 letters, digits, '.', '_', '@' or '-', "
+            "starting with a letter or digit"
+        )
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}: choose viewer or admin")
+
+
+def add(con: duckdb.DuckDBPyConnection, name: str, password: str, role: str) -> UserInfo:
+    """Create a user; ValueError naming the problem if the name, role or password is unfit."""
+    _check(name, role)
+    check_strength(password)
+    if get(con, name) is not None:
+        raise ValueError(f"user {name!r} already exists; change it with `tokenshape user passwd`")
+    row = first_row(
+        con,
+        "INSERT INTO users (name, password_hash, role, created_at) VALUES (?, ?, ?, now()) "
+        "RETURNING created_at",
+        [name, hash_password(password), role],
+    )
+    assert row is not None
+    return UserInfo(name, role, row[0], None)
+
+
+def get(con: duckdb.DuckDBPyConnection, name: str) -> UserInfo | None:
+    """The user with this name, or None."""
+    row = first_row(
+        con, "SELECT name, role, created_at, last_login_at FROM users WHERE name = ?", [name]
+    )
+    return UserInfo(*row) if row else None
+
+
+def list_users(con: duckdb.DuckDBPyConnection) -> list[UserInfo]:
+    """Every user, by name."""
+    rows = con.execute(
+        "SELECT name, role, created_at, last_login_at FROM users ORDER BY name"
+    ).fetchall()
+    return [UserInfo(*r) for r in rows]
+
+
+def authenticate(con: duckdb.DuckDBPyConnection, name: str, password: str) -> UserInfo | None:
+    """The user if the password matches (and records the login), else None."""
+    row = first_row(con, "SELECT password_hash FROM users WHERE name = ?", [name])
+    if not verify_password(password, row[0] if row else None):
+        return None
+    con.execute("UPDATE users SET last_login_at = now() WHERE name = ?", [name])
+    return get(con, name)
+
+
+def set_password(con: duckdb.DuckDBPyConnection, name: str, password: str) -> bool:
+    """Change a password; False if there is no such user."""
+    check_strength(password)
+    row = first_row(
+        con,
+        "UPDATE users SET password_hash = ? WHERE name = ? RETURNING name",
+        [hash_password(password), name],
+    )
+    return row is not None
+
+
+def set_role(con: duckdb.DuckDBPyConnection, name: str, role: str) -> bool:
+    """Change a role; False if there is no such user."""
+    _check(name, role)
+    row = first_row(con, "UPDATE users SET role = ? WHERE name = ? RETURNING name", [role, name])
+    return row is not None
+
+
+def remove(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Delete a user and their sessions; False if there is no such user."""
+    con.execute("DELETE FROM sessions WHERE user_name = ?", [name])
+    row = first_row(con, "DELETE FROM users WHERE name = ? RETURNING name", [name])
+    return row is not None
