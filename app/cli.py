@@ -61,6 +61,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from app import logs
+    from app.http_guard import guarded_protocol
     from app.main import create_app
 
     settings = _settings(args)
@@ -75,6 +76,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host=settings.host,
         port=settings.port,
         timeout_graceful_shutdown=10,
+        # httptools with a deadline and a size bound on headers (uvicorn has neither).
+        http=guarded_protocol(settings.header_timeout_s),
         **logs.uvicorn_options(settings),
     )
     return 0
@@ -255,6 +258,65 @@ def cmd_prune(args: argparse.Namespace) -> int:
 def _file_bytes(path: Path) -> int:
     wal = path.with_name(path.name + ".wal")
     return sum(p.stat().st_size for p in (path, wal) if p.exists())
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    """Write a consistent copy of the database: through a running server, or from the file."""
+    from app.storage.backup import backup_name, backup_to
+
+    if args.url:
+        return _backup_online(args.url, args.token)
+    settings = _settings(args)
+    try:
+        db = _open(settings)
+    except DatabaseLocked as exc:
+        print(
+            f"error: {exc}\nA running server backs itself up: tokenshape backup --url "
+            "http://HOST:PORT --token ADMIN_TOKEN",
+            file=sys.stderr,
+        )
+        return 2
+    with db:
+        con = db.new_cursor()
+        try:
+            result = backup_to(con, backup_name(settings.db, datetime.now(UTC)))
+        finally:
+            con.close()
+    print(
+        f"backup written: {result.path} ({result.bytes / 1e6:,.1f} MB, "
+        f"{result.requests:,} requests, {result.seconds:.1f} s)"
+    )
+    return 0
+
+
+def _backup_online(url: str, token: str | None) -> int:
+    import httpx
+
+    if not token:
+        print("error: backup --url needs --token with an admin token", file=sys.stderr)
+        return 2
+    try:
+        r = httpx.post(
+            url.rstrip("/") + "/api/admin/backup",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=3600,
+        )
+    except httpx.HTTPError as exc:
+        print(f"error: could not reach {url} ({exc}); is the server running?", file=sys.stderr)
+        return 1
+    if r.status_code != 200:
+        try:
+            detail = r.json().get("detail", r.text)
+        except ValueError:
+            detail = r.text[:200]
+        print(f"error: the server answered {r.status_code}: {detail}", file=sys.stderr)
+        return 1
+    out = r.json()
+    print(
+        f"backup written by the server: {out['path']} ({out['bytes'] / 1e6:,.1f} MB, "
+        f"{out['requests']:,} requests, {out['seconds']:.1f} s)"
+    )
+    return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -589,6 +651,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     prune = add("prune", cmd_prune, "Delete requests and rejects past their retention now.")
     prune.add_argument("--dry-run", action="store_true", help="only count what would be deleted")
+
+    bak = add("backup", cmd_backup, "Write a consistent copy of the database to backups/.")
+    bak.add_argument("--url", help="a running server's address: it writes the copy itself")
+    bak.add_argument("--token", help="an admin token (with --url)")
 
     imp = add("import", cmd_import, "Import a file of request records.")
     imp.add_argument("file", help="the file to import")

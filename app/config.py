@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     body_timeout_s: float = Field(
         30.0, gt=0, description="Longest an ingest body may take to arrive; slower gets 408."
     )
+    header_timeout_s: float = Field(
+        10.0, gt=0, description="Longest a request's headers may take to arrive (then 408)."
+    )
     writer_queue_rows: int = Field(
         200_000, ge=1, description="Rows waiting for the writer before ingest answers 503."
     )

@@ -158,6 +158,7 @@ def configure(settings: Settings, stream: IO[str] | None = None) -> logging.Hand
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi"):
         logger = logging.getLogger(name)
         logger.handlers.clear()
+        logger.setLevel(logging.NOTSET)  # the root's level; uvicorn.run sets its own again
         logger.propagate = True
     # httpx logs every request at INFO; in the server that is only the Dash warm-up call.
     logging.getLogger("httpx").setLevel(max(root.level, logging.WARNING))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -10,13 +11,15 @@ from datetime import UTC, datetime
 
 import httpx
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import __version__
-from app.api import admin, drift, engines, health, latency, metrics, shapes
+from app.api import admin, backup, drift, engines, health, latency, metrics, openapi, shapes
 from app.auth import routes as auth_routes
-from app.auth.gate import AuthGate
+from app.auth.gate import WARM_UP_HEADER, AuthGate
 from app.config import Settings
 from app.cron import parse_cron
 from app.dashboard.shell import mount
@@ -43,9 +46,13 @@ async def _warm_up_dash(app: FastAPI) -> None:
 
     Dash Pages registers its title callback on the first request; the page served by that very
     request lacks the callback's script and the browser logs an error. One internal request
-    here makes every real page load complete."""
+    here makes every real page load complete. It carries a per-process key the auth gate
+    admits, since there is no user yet."""
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://tokenshape") as client:
+    headers = {WARM_UP_HEADER: app.state.warm_up_key}
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://tokenshape", headers=headers
+    ) as client:
         await client.get("/_dash-layout")
 
 
@@ -126,6 +133,7 @@ def create_app(
     app.state.db = database
     app.state.clock = clock
     app.state.token_cache = {}
+    app.state.warm_up_key = secrets.token_urlsafe(32)
     app.state.token_touched = {}
     app.state.session_cache = {}
     app.state.login_failures = {}
@@ -161,6 +169,17 @@ def create_app(
         )
         return JSONResponse({"detail": f"invalid parameters: {problems}"}, status_code=422)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        # FastAPI's answer to a JSON body that is not UTF-8 names nothing and is a 400 where
+        # every other bad body is a 422: say what is wrong, like the rest.
+        if exc.status_code == 400 and exc.detail == "There was an error parsing the body":
+            return JSONResponse(
+                {"detail": "invalid parameters: body: not valid JSON (send UTF-8 JSON)"},
+                status_code=422,
+            )
+        return await http_exception_handler(request, exc)
+
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         # Logged with its traceback for the operator; the client gets a plain sentence.
@@ -175,6 +194,7 @@ def create_app(
 
     app.include_router(auth_routes.router)
     app.include_router(admin.router)
+    app.include_router(backup.router)
     app.include_router(ingest_routes.router)
     app.include_router(health.router)
     app.include_router(shapes.router)
@@ -182,6 +202,7 @@ def create_app(
     app.include_router(engines.router)
     app.include_router(drift.router)
     app.include_router(metrics.router)
+    openapi.install(app)  # the document as the app answers: plain 422s, the gate's 401/403
     mount(
         app,
         database,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -11,6 +12,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from starlette.routing import compile_path
 
 from app.storage import report_runs
 from app.storage.batches import Batch, WriteResult
@@ -152,12 +154,38 @@ class ReportRunsCollector(Collector):
         yield family
 
 
-def route_label(scope: dict[str, Any]) -> str:
+class RouteTemplates:
+    """The documented routes' templates, for answers given before the router ran."""
+
+    def __init__(self, app: FastAPI):
+        self.app = app
+        self._compiled: list[tuple[re.Pattern[str], str]] | None = None
+
+    def find(self, path: str) -> str | None:
+        """The template a path matches (static paths win over parameters), or None."""
+        if self._compiled is None:
+            try:
+                # The OpenAPI paths are the public list of templates: FastAPI's own route
+                # objects nest included routers in private wrappers.
+                paths = sorted(self.app.openapi().get("paths", {}), key=lambda p: ("{" in p, p))
+            except Exception as exc:
+                log.warning("no route templates for /metrics labels: %s", exc)
+                paths = []
+            self._compiled = [(compile_path(p)[0], p) for p in paths]
+        return next((p for regex, p in self._compiled if regex.match(path)), None)
+
+
+def route_label(scope: dict[str, Any], templates: RouteTemplates | None = None) -> str:
     """The route template of a request; every Dash path is 'dash', no route is 'unmatched'."""
     route = scope.get("route")
     path = getattr(route, "path", None)
     if route is None or path is None:
-        return "unmatched"
+        # Answered before routing (the auth gate's 401s and redirects): the template it would
+        # have taken; an undocumented GET would have gone to Dash's catch-all.
+        found = templates.find(scope["path"]) if templates is not None else None
+        if found is not None:
+            return found
+        return "dash" if scope["method"] in ("GET", "HEAD") else "unmatched"
     module = getattr(getattr(route, "endpoint", None), "__module__", "") or ""
     # Dash serves pages through a catch-all route and assets under fingerprinted paths:
     # one label for all of it keeps the series count fixed whatever the browser asks for.
@@ -169,9 +197,10 @@ def route_label(scope: dict[str, Any]) -> str:
 class HttpMetrics:
     """Pure ASGI middleware counting responses (BaseHTTPMiddleware would buffer streams)."""
 
-    def __init__(self, app: Any, metrics: Metrics):
+    def __init__(self, app: Any, metrics: Metrics, templates: RouteTemplates):
         self.app = app
         self.metrics = metrics
+        self.templates = templates
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -191,7 +220,10 @@ class HttpMetrics:
         finally:
             # The router filled scope["route"] in place, so the template is known here.
             self.metrics.responded(
-                scope["method"], route_label(scope), status, time.perf_counter() - started
+                scope["method"],
+                route_label(scope, self.templates),
+                status,
+                time.perf_counter() - started,
             )
 
 
@@ -199,5 +231,5 @@ def install(app: FastAPI, db: Database) -> Metrics:
     """Give the app its metrics (app.state.metrics) and count every HTTP response."""
     metrics = Metrics(db, lambda: getattr(app.state, "writer", None))
     app.state.metrics = metrics
-    app.add_middleware(HttpMetrics, metrics=metrics)
+    app.add_middleware(HttpMetrics, metrics=metrics, templates=RouteTemplates(app))
     return metrics

@@ -188,12 +188,10 @@ def _progress(paths: list[Path]) -> float:
 
 def _verify(db: Path, shippers: int, per_shipper: int, run: FaultRun) -> None:
     """Compare the stored keys with the sent ones."""
-    sent = pa.table(
-        {
-            "gateway": [GATEWAYS[k % 2] for k in range(shippers) for _ in range(per_shipper)],
-            "request_id": [f"req-{k // 2}-{i}" for k in range(shippers) for i in range(per_shipper)],
-        }
-    )
+    keys = [
+        (GATEWAYS[k % 2], f"req-{k // 2}-{i}") for k in range(shippers) for i in range(per_shipper)
+    ]
+    sent = pa.table({"gateway": [g for g, _ in keys], "request_id": [r for _, r in keys]})
     con = duckdb.connect(str(db), read_only=True)
     try:
         con.register("sent", sent)

@@ -395,7 +395,7 @@ def _items() -> list[Item]:
     del far["endTime"]
     bad_time = dumps(far)
     return [
-        Item("array-of-numbers", "/v1/requests", JSON, b"[" + good + b",1,2]", 1, "JSON object"),
+        Item("array-of-numbers", "/v1/requests", JSON, b"[" + good + b",1]", 1, "JSON object"),
         Item("array-nan-items", "/v1/requests", JSON, b"[" + good + b",NaN]", 1, "JSON object"),
         Item(
             "array-invalid-utf8",
@@ -446,3 +446,22 @@ def _items() -> list[Item]:
 
 
 ITEMS: list[Item] = _items()
+
+
+def gzip_bomb(inflated: int, block: int = 1 << 20) -> bytes:
+    """A valid gzip stream of `inflated` zero bytes (a multiple of `block`), built without
+    compressing them all: one fully flushed deflate segment of `block` zeros, repeated.
+
+    Deflate cannot beat about 1:1032, so a 1 GB bomb is about 1 MB on the wire."""
+    assert inflated % block == 0
+    zeros = bytes(block)
+    segment = zlib.compressobj(9, zlib.DEFLATED, -15)
+    # A full flush ends on a byte boundary with no reference back: segments can be repeated.
+    part = segment.compress(zeros) + segment.flush(zlib.Z_FULL_FLUSH)
+    crc = 0
+    for _ in range(inflated // block):
+        crc = zlib.crc32(zeros, crc)
+    end = zlib.compressobj(9, zlib.DEFLATED, -15).flush()  # an empty final block
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+    trailer = crc.to_bytes(4, "little") + (inflated % 2**32).to_bytes(4, "little")
+    return header + part * (inflated // block) + end + trailer

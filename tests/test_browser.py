@@ -9,9 +9,11 @@ from datetime import UTC, datetime
 import pytest
 
 from app import demo
+from app.config import Settings
 from app.storage.database import Database
 from app.storage.engines import delete_profile, put_profile
-from tests.conftest import serve
+from tests.conftest import free_port, serve
+from tests.fixtures import batch
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = [
@@ -317,3 +319,65 @@ def test_reports_page_shows_the_email_and_the_history(demo_live, browser, tmp_pa
     assert "Nothing sent yet" in page.locator("#reports-history").inner_text()
     _screenshot(page, tmp_path, "reports")
     assert errors == []
+
+
+def test_login_roles_admin_page_and_logout_in_the_browser(tmp_path, browser):
+    """Logins on: the form, a viewer's read-only editor, an admin's save (Dash echoes the CSRF
+    cookie as a header), the admin page making a token, and logout."""
+    settings = Settings(db=tmp_path / "a.duckdb", port=free_port(), auth="on", _env_file=None)
+    with Database(settings.db).open() as db:
+        demo.seed(db, requests=3000, days=7, end=datetime(2026, 11, 23, tzinfo=UTC))
+    gen = serve(settings)
+    live = next(gen)
+    try:
+        live.user("ada", "admin")
+        live.user("vic", "viewer")
+        page = browser.new_page(viewport={"width": 1366, "height": 768})
+        errors = _errors(page)
+        page.goto(live.url + "/rightsizing?engine=chat-8b&window=30d")
+        page.wait_for_url("**/login?next=**")
+        page.fill("input[name=username]", "vic")
+        page.fill("input[name=password]", "wrong password!")
+        page.click("button[type=submit]")
+        assert "Wrong user name or password" in page.locator(".login-message").inner_text()
+        _screenshot(page, tmp_path, "login")
+        assert errors == [
+            "Failed to load resource: the server responded with a status of 401 (Unauthorized)"
+        ]  # the refused login is answered 401, on purpose
+        errors.clear()
+        page.fill("input[name=password]", "correct horse battery")
+        page.click("button[type=submit]")
+        page.wait_for_url("**/rightsizing?engine=chat-8b&window=30d")
+        page.locator("#rightsizing-verdict").wait_for(timeout=30_000)
+        assert "vic · viewer" in page.locator("#who").inner_text()
+        assert page.locator("#rightsizing-save").is_disabled()
+        assert "Admin" not in page.locator(".topbar nav").inner_text()
+        page.click("#logout")
+        page.wait_for_url("**/login?out=1")
+        page.goto(live.url + "/rightsizing?engine=chat-8b&window=30d")
+        page.fill("input[name=username]", "ada")
+        page.fill("input[name=password]", "correct horse battery")
+        page.click("button[type=submit]")
+        page.locator("#rightsizing-verdict").wait_for(timeout=30_000)
+        page.fill(_field("max_input_len"), "8192")
+        page.fill(_field("max_seq_len"), "16384")
+        page.click("#rightsizing-save")
+        page.wait_for_url("**saved=**")
+        assert '"max_seq_len": 16384' in live.scalar(
+            "SELECT profile FROM engines WHERE name = 'chat-8b'"
+        )
+        page.goto(live.url + "/admin")
+        page.locator("#admin-tokens").wait_for(timeout=30_000)
+        page.fill("#admin-gateway", "edge-eu")
+        page.click("#admin-create")
+        page.locator(".new-token").wait_for(timeout=30_000)
+        token = page.locator(".new-token").inner_text().strip()
+        assert token.startswith("tks_")
+        assert "edge-eu" in page.locator("#admin-tokens").inner_text()
+        assert token not in page.locator("#admin-tokens").inner_text()
+        _screenshot(page, tmp_path, "admin")
+        with live.client(token) as shipper:
+            assert shipper.post("/v1/requests", json=batch(2)).status_code == 200
+        assert errors == [], "\n".join(map(str, errors))
+    finally:
+        gen.close()

@@ -30,19 +30,15 @@ WRONG = "tks_" + "Z" * 38  # well formed, never issued
 
 @pytest.fixture
 def restore_logging() -> Iterator[None]:
-    """Put the root and uvicorn loggers back as they were (configure() changes them)."""
-    root = logging.getLogger()
-    saved = (root.level, list(root.handlers))
-    uv = {
-        n: (logging.getLogger(n).propagate, list(logging.getLogger(n).handlers))
-        for n in ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
-    }
+    """Put the loggers configure() touches back as they were."""
+    names = (None, "uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi", "httpx")
+    loggers = [logging.getLogger(n) for n in names]
+    saved = [(lg, lg.level, lg.propagate, list(lg.handlers)) for lg in loggers]
     yield
-    root.setLevel(saved[0])
-    root.handlers[:] = saved[1]
-    for name, (propagate, handlers) in uv.items():
-        logging.getLogger(name).propagate = propagate
-        logging.getLogger(name).handlers[:] = handlers
+    for logger, level, propagate, handlers in saved:
+        logger.setLevel(level)
+        logger.propagate = propagate
+        logger.handlers[:] = handlers
     logging.captureWarnings(False)
 
 

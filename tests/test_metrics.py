@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
 import httpx
@@ -10,9 +11,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.config import Settings
 from app.main import create_app
+from app.metrics import Metrics
 from app.storage import report_runs
 from app.storage.batches import Batch, WriteResult
-from tests.conftest import LiveServer, free_port
+from app.storage.database import Database
+from app.storage.writer import Writer
+from ingest.records import RecordIn, to_rows
+from tests.conftest import LiveServer, free_port, serve
 from tests.fixtures import batch, record
 from tests.test_litellm import payload as litellm_payload
 
@@ -118,6 +123,8 @@ def test_http_responses_by_route_template_and_status(live: LiveServer, ingest: h
         httpx.get(f"{live.url}/api/engines/{name}")
     assert httpx.get(live.url + "/shapes").status_code == 200
     assert httpx.get(live.url + "/_dash-layout").status_code == 200
+    nowhere = httpx.post(live.url + "/no/such/route/x1")
+    brewed = httpx.request("PROPFIND", live.url + "/no/such/route/x2")
     after = scrape(live)
 
     def delta(method: str, route: str, status: str) -> float:
@@ -128,6 +135,10 @@ def test_http_responses_by_route_template_and_status(live: LiveServer, ingest: h
     assert delta("POST", "/v1/requests", "401") == 1
     assert delta("POST", "/v1/requests", "200") == 2
     assert delta("GET", "dash", "200") == 2
+    # Unknown paths fall to Dash's catch-all route (405 for other methods): still one label.
+    assert (nowhere.status_code, brewed.status_code) == (405, 405)
+    assert delta("POST", "dash", "405") == 1
+    assert delta("other", "dash", "405") == 1  # any method a client invents is "other"
     # The scrape before this one was counted once it had been answered.
     assert delta("GET", "/metrics", "200") == 1
     routes = {s["route"] for s in series(after, "tokenshape_http_responses_total")}
@@ -136,7 +147,7 @@ def test_http_responses_by_route_template_and_status(live: LiveServer, ingest: h
     ]
     assert {s["route"] for s in engine} == {"/api/engines/{name}"}
     assert sum(value(after, "tokenshape_http_responses_total", **s) for s in engine) == 2
-    assert not any("alpha" in r or "beta" in r or r.startswith("/_dash") for r in routes)
+    assert not any("alpha" in r or "beta" in r or "/no/" in r or "/_dash" in r for r in routes)
     assert value(
         after, "tokenshape_http_request_duration_seconds_count", method="POST", route="/v1/requests"
     ) == 3 + (
@@ -148,6 +159,31 @@ def test_http_responses_by_route_template_and_status(live: LiveServer, ingest: h
         )
         or 0
     )
+
+
+def test_answers_before_routing_keep_the_route_template(settings):
+    gen = serve(settings.model_copy(update={"auth": "on"}))
+    live = next(gen)
+    try:
+        assert httpx.get(live.url + "/metrics").status_code == 401
+        for name in ("alpha", "beta"):
+            assert httpx.get(f"{live.url}/api/engines/{name}").status_code == 401
+        r = httpx.get(
+            live.url + "/metrics", headers={"Authorization": f"Bearer {live.token('read')}"}
+        )
+        assert r.status_code == 200
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(r.text)
+            for s in family.samples
+        }
+        labels = {"method": "GET", "status": "401"}
+        name = "tokenshape_http_responses_total"
+        assert value(samples, name, route="/api/engines/{name}", **labels) == 2
+        assert value(samples, name, route="/metrics", **labels) == 1
+        assert value(samples, name, route="unmatched", **labels) is None
+    finally:
+        gen.close()
 
 
 def test_report_runs_by_status(live: LiveServer):
@@ -183,3 +219,53 @@ def test_each_app_counts_on_its_own_registry(tmp_path):
         two.state.metrics.registry.get_sample_value("tokenshape_ingest_records_total", labels)
         is None
     )
+
+
+def _batch(ids: list[str], *, broken: bool = False) -> Batch:
+    now = datetime.now(UTC)
+    recs = [RecordIn(model="m", isl=1, osl=1, request_id=i) for i in ids]
+    rows, _ = to_rows(recs, list(range(len(ids))), gateway="g", received_at=now)
+    # Without its `model` column the batch cannot be stored: the whole flush fails.
+    return Batch("g", "native", now, rows.drop_columns(["model"]) if broken else rows)
+
+
+class Exploding:
+    """An observer that fails every time it is told something."""
+
+    def flushed(self, *args) -> None:
+        raise RuntimeError("observer bug")
+
+    def flush_failed(self, *args) -> None:
+        raise RuntimeError("observer bug")
+
+
+def test_writer_reports_flushes_and_failures_to_its_observer(tmp_path):
+    async def run(db: Database, observer, tag: str) -> tuple[WriteResult, str, WriteResult]:
+        writer = Writer(db, flush_ms=0, observer=observer)
+        await writer.start()
+        try:
+            stored = await writer.submit(_batch(["a", "b"]))
+            try:
+                await writer.submit(_batch(["c"], broken=True))
+                failure = "none"
+            except Exception as exc:
+                failure = type(exc).__name__
+            later = await writer.submit(_batch([tag]))  # the writer still runs
+        finally:
+            await writer.stop()
+        return stored, failure, later
+
+    with Database(tmp_path / "w.duckdb").open() as db:
+        metrics = Metrics(db, lambda: None)
+        stored, failure, later = asyncio.run(run(db, metrics, "d"))
+        assert (stored.accepted, later.accepted) == (2, 1)
+        assert failure not in ("none", "WriterStopped")
+        get = metrics.registry.get_sample_value
+        labels = {"gateway": "g", "format": "native", "outcome": "accepted"}
+        assert get("tokenshape_ingest_records_total", labels) == 3
+        assert get("tokenshape_writer_flush_seconds_count") == 2
+        assert get("tokenshape_writer_flush_failures_total") == 1
+        # An observer that raises is logged and ignored: waiters get answers, the writer runs on.
+        stored, failure, later = asyncio.run(run(db, Exploding(), "e"))
+        assert (stored.duplicates, later.accepted) == (2, 1)
+        assert failure not in ("none", "WriterStopped")

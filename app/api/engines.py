@@ -23,9 +23,13 @@ from app.rightsizing import (
 from app.sizing.profile import EngineProfile
 from app.storage.engines import delete_profile, get_profile, list_profiles, put_profile
 from ingest.auth import require_scope
+from ingest.schemas import ErrorResponse
 
 router = APIRouter(tags=["engines"])
 AdminDep = Depends(require_scope("admin"))
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorResponse, "description": "The engine has no stored profile."}
+}
 
 
 class EngineProfileIn(EngineProfile):
@@ -59,7 +63,12 @@ def list_engines(db: DbDep) -> list[EngineOut]:
     ]
 
 
-@router.get("/api/engines/{name}", response_model=EngineOut, summary="One engine profile")
+@router.get(
+    "/api/engines/{name}",
+    response_model=EngineOut,
+    responses=NOT_FOUND,
+    summary="One engine profile",
+)
 def get_engine(name: str, db: DbDep) -> EngineOut:
     """The stored profile; 404 when the engine has none."""
     return EngineOut(name=name, profile=_profile_or_404(db, name))
@@ -85,6 +94,7 @@ def put_engine(name: str, body: EngineProfileIn, db: DbDep, clock: ClockDep) -> 
 @router.delete(
     "/api/engines/{name}",
     status_code=204,
+    responses=NOT_FOUND,
     summary="Delete an engine profile (admin token)",
     dependencies=[AdminDep],
 )
@@ -95,7 +105,11 @@ def delete_engine(name: str, db: DbDep) -> Response:
     return Response(status_code=204)
 
 
-@router.get("/api/engines/{name}/recommendation", summary="Rightsizing for an engine")
+@router.get(
+    "/api/engines/{name}/recommendation",
+    responses=NOT_FOUND,
+    summary="Rightsizing for an engine",
+)
 def get_recommendation(
     name: str,
     db: DbDep,
@@ -132,7 +146,11 @@ def get_recommendation(
     return recommendation_dict(r)
 
 
-@router.get("/api/engines/{name}/seasonal", summary="Day/night engine plans for an engine")
+@router.get(
+    "/api/engines/{name}/seasonal",
+    responses=NOT_FOUND,
+    summary="Day/night engine plans for an engine",
+)
 def get_seasonal(
     name: str,
     db: DbDep,

@@ -80,8 +80,8 @@ def layout_for(db: Database) -> html.Div:
         [
             html.H2("API tokens"),
             html.P(
-                "Gateways ship with `ingest` tokens, scripts read /api with `read` tokens, "
-                "`admin` tokens change profiles, tokens and users. A token is shown once, "
+                "Gateways ship with ingest tokens, scripts read /api with read tokens, "
+                "admin tokens change profiles, tokens and users. A token is shown once, "
                 "when it is made; only its first characters are kept in the clear.",
                 className="muted",
             ),
@@ -109,7 +109,7 @@ def layout_for(db: Database) -> html.Div:
                     html.Button("Rotate", id=ids.ADMIN_ROTATE),
                     html.Button("Revoke", id=ids.ADMIN_REVOKE),
                 ],
-                className="filterbar",
+                className="admin-form",
             ),
             html.Div(id=ids.ADMIN_RESULT, role="status"),
             html.Div(tokens_table(db), id=ids.ADMIN_TOKENS + "-box"),
@@ -137,7 +137,7 @@ def layout_for(db: Database) -> html.Div:
                     html.Button("Add user", id=ids.ADMIN_USER_ADD),
                     html.Button("Remove user", id=ids.ADMIN_USER_REMOVE),
                 ],
-                className="filterbar",
+                className="admin-form",
             ),
             html.Div(users_table(db), id=ids.ADMIN_USERS + "-box"),
         ]
@@ -163,8 +163,12 @@ def register(app: Dash, db: Database, forget_tokens: Callable[[], None]) -> None
     def token_answer(note: html.Div) -> tuple:
         return note, tokens_table(db), _live_ids(db)
 
+    # Dash's renderer needs each output to have one callback that owns it without
+    # allow_duplicate: creating a token owns the token outputs, adding a user the users table.
     @app.callback(
-        *token_outputs,
+        Output(ids.ADMIN_RESULT, "children"),
+        Output(ids.ADMIN_TOKENS + "-box", "children"),
+        Output(ids.ADMIN_TOKEN_ID, "options"),
         Input(ids.ADMIN_CREATE, "n_clicks"),
         State(ids.ADMIN_GATEWAY, "value"),
         State(ids.ADMIN_SCOPE, "value"),
@@ -239,7 +243,8 @@ def register(app: Dash, db: Database, forget_tokens: Callable[[], None]) -> None
     )
 
     @app.callback(
-        *user_outputs,
+        Output(ids.ADMIN_RESULT, "children", allow_duplicate=True),
+        Output(ids.ADMIN_USERS + "-box", "children"),
         Input(ids.ADMIN_USER_ADD, "n_clicks"),
         State(ids.ADMIN_USER_NAME, "value"),
         State(ids.ADMIN_USER_ROLE, "value"),
