@@ -11,7 +11,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.cron import parse_cron
 
-
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 

@@ -22,7 +22,7 @@ from app.auth import routes as auth_routes
 from app.auth.gate import WARM_UP_HEADER, AuthGate
 from app.config import Settings
 from app.cron import parse_cron
-from app.dashboard.shell import mount
+from app.dashboard.shell import ADMIN_OUTPUTS, ADMIN_PAGES, mount
 from app.metrics import install as install_metrics
 from app.reports.schedule import ReportScheduler
 from app.reports.send import deliver_week
@@ -219,6 +219,8 @@ def create_app(
         enabled=settings.auth_enabled,
         open_role="admin" if settings.loopback or settings.auth == "off" else "viewer",
         clock=clock,
+        admin_pages=ADMIN_PAGES,
+        admin_outputs=ADMIN_OUTPUTS,
     )
     install_metrics(app, database)  # after Dash's middleware, so it counts Dash's answers too
     return app

@@ -96,6 +96,12 @@ def forget_tokens(state: State) -> None:
     state.token_cache.clear()
 
 
+def forget_credentials(state: State) -> None:
+    """Drop cached tokens and sessions (after a revocation or a user's removal)."""
+    state.token_cache.clear()
+    state.session_cache.clear()
+
+
 def require_scope(scope: str) -> Callable[[Request], Awaitable[TokenInfo]]:
     """A dependency that admits only a live token with `scope` (admin tokens pass too)."""
 

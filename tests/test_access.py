@@ -96,6 +96,34 @@ def _api_get_routes(client: httpx.Client) -> list[str]:
     return paths
 
 
+def test_every_route_and_method_without_credentials_is_refused(secured):
+    with httpx.Client(base_url=secured.url) as anon:
+        schema = anon.get("/openapi.json").json()
+        for path, ops in schema["paths"].items():
+            if path == "/api/health":
+                continue
+            concrete = path.replace("{name}", "chat-8b").replace("{token_id}", "x")
+            for method in ops:
+                answer = anon.request(method.upper(), concrete, json={})
+                assert answer.status_code == 401, (method, path, answer.status_code)
+
+
+def test_the_callbacks_refuse_a_viewer_themselves_too(secured, monkeypatch):
+    """Depth: with the gate's admin list emptied, the callbacks still refuse a viewer."""
+    gate = secured.app.middleware_stack
+    while gate is not None and type(gate).__name__ != "AuthGate":
+        gate = getattr(gate, "app", None)
+    assert gate is not None
+    monkeypatch.setattr(gate, "admin_outputs", frozenset())
+    with secured.login("vic") as viewer:
+        viewer.get("/rightsizing")
+        saved = viewer.post("/_dash-update-component", json=_save_payload("e1"))
+        assert saved.json()["response"]["rightsizing-saved"]["children"] == READ_ONLY
+        made = _dash_post(viewer, _create_token_payload("sneaky"))
+        assert ADMINS_ONLY in made.text and "tks_" not in made.text
+    assert secured.scalar("SELECT count(*) FROM tokens WHERE gateway = 'sneaky'") == 0
+
+
 def test_every_api_route_needs_a_read_token_or_a_login(secured):
     with httpx.Client(base_url=secured.url) as anon:
         routes = _api_get_routes(anon)
@@ -138,13 +166,18 @@ def test_a_viewer_is_refused_every_admin_action(secured):
     with secured.login("vic") as viewer:
         viewer.get("/rightsizing")
         saved = viewer.post("/_dash-update-component", json=_save_payload("e1"))
-        assert saved.status_code == 200, saved.text
-        assert saved.json()["response"]["rightsizing-saved"]["children"] == READ_ONLY
-        made = _dash_post(viewer, _create_token_payload("sneaky"))
-        assert made.status_code == 200, made.text
-        assert ADMINS_ONLY in made.text and "tks_" not in made.text
+        assert saved.status_code == 403 and "only admins" in saved.json()["detail"]
+        for action in ("admin-create", "admin-rotate", "admin-revoke"):
+            payload = _create_token_payload("sneaky")
+            payload["inputs"] = [{"id": action, "property": "n_clicks", "value": 1}]
+            made = _dash_post(viewer, payload)
+            assert made.status_code == 403, (action, made.text)
+        assert viewer.get("/admin").status_code == 403
         layout = viewer.get("/_dash-layout").text
         assert '"href":"/admin"' not in layout.replace(" ", "")
+        # An ordinary callback still works for a viewer (the gate hands the body on intact).
+        viewer.get("/shapes")
+        assert viewer.get("/shapes").status_code == 200
     assert secured.scalar("SELECT count(*) FROM engines") == 0
     assert secured.scalar("SELECT count(*) FROM tokens WHERE gateway = 'sneaky'") == 0
 

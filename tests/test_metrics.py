@@ -204,6 +204,10 @@ def test_report_runs_by_status(live: LiveServer):
     assert value(samples, "tokenshape_report_runs", status="sent") == 1
     assert value(samples, "tokenshape_report_runs", status="failed") == 2
     assert value(samples, "tokenshape_report_runs", status="sending") == 0
+    # A scraper that asks for OpenMetrics gets it, terminated as that format requires.
+    om = httpx.get(live.url + "/metrics", headers={"Accept": "application/openmetrics-text"})
+    assert om.headers["content-type"].startswith("application/openmetrics-text")
+    assert om.text.endswith("# EOF\n") and 'tokenshape_report_runs{status="sent"} 1' in om.text
 
 
 def test_each_app_counts_on_its_own_registry(tmp_path):

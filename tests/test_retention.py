@@ -4,6 +4,7 @@ goes on; the daily job keeps its schedule on a fake clock; `tokenshape prune` of
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -86,6 +87,37 @@ def test_zero_days_keeps_a_table_forever(db):
     result = retention.prune(db.connection, NOW, request_days=0, reject_days=1)
     assert "requests" not in result.deleted and result.deleted["rejects"] == 1
     assert prefixes(db) == {"ancient"}
+
+
+def test_a_chunk_that_conflicts_with_another_delete_is_retried(db):
+    put(db, "old", 20, NOW - timedelta(days=30))
+    other = db.new_cursor()
+    other.execute("BEGIN TRANSACTION")
+    other.execute("DELETE FROM requests WHERE request_id = 'old-3'")  # not committed yet
+    conflicted = threading.Event()
+
+    class Seen(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "conflicted" in record.getMessage():
+                conflicted.set()
+
+    handler = Seen()
+    logging.getLogger("tokenshape.retention").addHandler(handler)
+    out: list[tuple[int, int]] = []
+    try:
+        con = db.new_cursor()
+        worker = threading.Thread(
+            target=lambda: out.append(retention.prune_table(con, "requests", NOW))
+        )
+        worker.start()
+        assert conflicted.wait(30)  # DuckDB refused the chunk while the other delete is open
+        other.execute("ROLLBACK")
+        worker.join(30)
+    finally:
+        logging.getLogger("tokenshape.retention").removeHandler(handler)
+        other.close()
+    assert out == [(20, 1)]  # the retry took the whole day, the conflicting row included
+    assert prefixes(db) == set()
 
 
 def test_the_job_prunes_daily_on_a_fake_clock(db):

@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from prometheus_client.exposition import choose_encoder
 
+# Who may scrape is the auth gate's decision (app/auth/gate.py): a `read` token when logins
+# are on, like the rest of /api.
 router = APIRouter(tags=["metrics"])
-
-
-async def may_scrape(request: Request) -> None:
-    """Who may scrape /metrics: anyone for now (the auth mode will ask for a `read` token)."""
 
 
 @router.get(
     "/metrics",
-    dependencies=[Depends(may_scrape)],
     response_class=Response,
-    responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format."}},
+    responses={
+        200: {
+            "content": {"text/plain": {}, "application/openmetrics-text": {}},
+            "description": "Prometheus text format (OpenMetrics when the Accept header asks).",
+        }
+    },
     summary="The server's own metrics (Prometheus)",
     description=(
         "Records accepted, duplicate and rejected by gateway and format, writer queue depth and "

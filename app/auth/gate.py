@@ -10,6 +10,7 @@ When auth is off (a loopback demo), everyone is let in and pages say so."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -18,7 +19,7 @@ from urllib.parse import quote
 from starlette.datastructures import State
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.auth import cookies, principal
 from app.auth.principal import Principal
@@ -82,6 +83,20 @@ def _json(status: int, message: str, bearer: bool = False) -> JSONResponse:
     return JSONResponse({"detail": message}, status_code=status, headers=headers)
 
 
+DASH_UPDATE = "/_dash-update-component"
+MAX_CALLBACK_BODY = 8 * 1024 * 1024
+
+
+def _admin_callback(body: bytes, admin_outputs: frozenset[str]) -> bool:
+    """Whether a Dash callback request writes to an admin-only component."""
+    try:
+        outputs = json.loads(body).get("output", "")
+    except (ValueError, AttributeError):
+        return False  # Dash itself answers a malformed body
+    ids = {part.strip(".").rsplit(".", 1)[0] for part in str(outputs).split("...")}
+    return not ids.isdisjoint(admin_outputs)
+
+
 class AuthGate:
     """Admits or refuses each HTTP request before it reaches a route (see module doc)."""
 
@@ -93,18 +108,24 @@ class AuthGate:
         enabled: bool,
         open_role: str,
         clock: Callable[[], datetime],
+        admin_pages: frozenset[str] = frozenset(),
+        admin_outputs: frozenset[str] = frozenset(),
     ):
         self.app = app
         self.state = state
         self.enabled = enabled
         self.open = Principal("everyone", open_role, "open")
         self.clock = clock
+        self.admin_pages = admin_pages
+        self.admin_outputs = admin_outputs
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         who, refusal = self._admit(scope)
+        if refusal is None and who is not None and not who.is_admin:
+            refusal, receive = await self._admin_only(scope, receive)
         if refusal is not None:
             await refusal(scope, receive, send)
             return
@@ -113,6 +134,39 @@ class AuthGate:
             await self.app(scope, receive, send)
         finally:
             principal.reset(token)
+
+    async def _admin_only(self, scope: Scope, receive: Receive) -> tuple[object, Receive]:
+        """403 for a non-admin asking for an admin page or an admin callback.
+
+        The pages and callbacks refuse too; this makes the refusal a plain 403 before any of
+        their code runs. A callback body is read here and handed on unchanged."""
+        path = scope["path"]
+        if scope["method"] == "GET" and path in self.admin_pages:
+            return _json(403, "this page is for admins only"), receive
+        if path != DASH_UPDATE or scope["method"] != "POST" or not self.admin_outputs:
+            return None, receive
+        body = bytearray()
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None, receive  # the client went away; let the app see it
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > MAX_CALLBACK_BODY:
+                return _json(413, "the callback request is too large"), receive
+        if _admin_callback(bytes(body), self.admin_outputs):
+            return _json(403, "only admins can change this; ask an admin"), receive
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+        return None, replay
 
     def _admit(self, scope: Scope) -> tuple[Principal | None, object]:
         """(who, None) to let the request through, or (None, a response) to refuse it."""

@@ -130,6 +130,7 @@ async def login(request: Request) -> Response:
     state.login_failures.pop(client, None)
     now = state.clock()
     ttl = timedelta(hours=state.settings.session_hours)
+    sessions.prune(state.db.cursor(), now)  # expired ones go as new ones come
     session_id = sessions.create(state.db.cursor(), user.name, now, ttl)
     response = RedirectResponse(target, 303)
     secure = _secure(request)

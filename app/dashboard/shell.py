@@ -24,7 +24,19 @@ from app.dashboard.pages import (
     traffic,
 )
 from app.storage.database import Database
-from ingest.auth import forget_tokens
+from ingest.auth import forget_credentials
+
+# What only admins may load or change: the gate refuses others with a 403 (the pages and
+# callbacks check again themselves).
+ADMIN_PAGES = frozenset({"/admin"})
+ADMIN_OUTPUTS = frozenset(
+    {
+        ids.RIGHTSIZING_SAVED,
+        ids.ADMIN_RESULT,
+        ids.ADMIN_TOKENS + "-box",
+        ids.ADMIN_USERS + "-box",
+    }
+)
 
 
 class _Dash(Dash):
@@ -66,7 +78,7 @@ def mount(
     seasonal.register(db, clock, tz, seasonal_threshold)
     if settings is not None:
         reports.register(db, clock, settings)
-    admin.register(app, db, lambda: forget_tokens(server.state))
+    admin.register(app, db, lambda: forget_credentials(server.state))
     logo = app.get_asset_url("logo.svg")
     # A function: Dash calls it for every page load, so the bar shows who is looking.
     app.layout = lambda: _shell(logo)

@@ -24,7 +24,7 @@ log = logging.getLogger("tokenshape.retention")
 # Table → its age column; names come only from here, values are bound parameters.
 TABLES = {"requests": "received_at", "rejects": "received_at"}
 CHUNK = timedelta(days=1)
-CONFLICT_RETRIES = 5
+CONFLICT_RETRIES = 8  # 6 s of back-off in all
 
 
 @dataclass
@@ -55,6 +55,13 @@ def _oldest(con: duckdb.DuckDBPyConnection, table: str, before: datetime) -> dat
     return row[0] if row else None
 
 
+def _rollback(con: duckdb.DuckDBPyConnection) -> None:
+    try:
+        con.execute("ROLLBACK")
+    except duckdb.Error:  # a failed COMMIT has already ended the transaction
+        pass
+
+
 def _delete(con: duckdb.DuckDBPyConnection, table: str, upto: datetime) -> int:
     """One chunk in its own transaction, retried when a concurrent change conflicts with it."""
     column = TABLES[table]
@@ -65,13 +72,13 @@ def _delete(con: duckdb.DuckDBPyConnection, table: str, upto: datetime) -> int:
             con.execute("COMMIT")
             return int(row[0]) if row else 0
         except duckdb.TransactionException as exc:
-            con.execute("ROLLBACK")
+            _rollback(con)
             if attempt == CONFLICT_RETRIES - 1:
                 raise
             log.info("retention: %s chunk conflicted (%s); trying again", table, exc)
             time.sleep(0.05 * 2**attempt)
         except BaseException:
-            con.execute("ROLLBACK")
+            _rollback(con)
             raise
     return 0  # unreachable: the last attempt returns or raises
 

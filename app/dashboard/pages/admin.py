@@ -152,6 +152,7 @@ def _note(text: str, secret: str | None = None) -> html.Div:
 
 
 def register(app: Dash, db: Database, forget_tokens: Callable[[], None]) -> None:
+    # forget_tokens drops the server's cached tokens and sessions: revocations act at once.
     """Register /admin and its callbacks (each checks the caller is an admin)."""
     register_page(__name__, "/admin", "Admin", 9, lambda **_query: layout_for(db))
     token_outputs = (
@@ -280,6 +281,7 @@ def register(app: Dash, db: Database, forget_tokens: Callable[[], None]) -> None
         def work() -> tuple:
             if not users.remove(db.cursor(), (name or "").strip()):
                 return _note(f"No user named {name!r}."), users_table(db)
+            forget_tokens()
             return _note(f"Removed {name}; their sessions ended."), users_table(db)
 
         return await asyncio.to_thread(work)
