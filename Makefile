@@ -53,6 +53,7 @@ bench: install chromium
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/query.py
 	$(BIN)/python bench/dashboard.py
+	$(BIN)/python bench/retention.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

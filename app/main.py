@@ -202,6 +202,7 @@ def create_app(
     app.include_router(engines.router)
     app.include_router(drift.router)
     app.include_router(metrics.router)
+    app.include_router(openapi.unknown)  # after every /api router, before Dash's pages
     openapi.install(app)  # the document as the app answers: plain 422s, the gate's 401/403
     mount(
         app,

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,10 +24,20 @@ from pathlib import Path
 from typing import IO
 
 import duckdb
-import httpx
 import pyarrow as pa
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench._server import (  # noqa: E402
+    clean_env,
+    create_token,
+    free_port,
+    start_server,
+    stop_server,
+    tokenshape,
+)
+
 GATEWAYS = ("edge-a", "edge-b")
 SHIP_LINE = re.compile(
     r"ship: ([\d,]+) accepted, ([\d,]+) duplicates, ([\d,]+) rejected .*\((\d+) retries\)"
@@ -58,39 +67,6 @@ class FaultRun:
     def doubled(self) -> int:
         """Rows stored more than once for the same (gateway, request_id)."""
         return self.stored - self.distinct
-
-
-def tokenshape() -> list[str]:
-    """The installed `tokenshape` command (the venv's entry point), else the module."""
-    exe = Path(sys.executable).with_name("tokenshape")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "app.cli"]
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """This environment without TOKENSHAPE_* settings (they would change the server)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSHAPE_")}
-    return {**env, **extra}
-
-
-def free_port() -> int:
-    """A free TCP port on loopback."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def create_token(db: Path, gateway: str) -> str:
-    """An ingest token made with the CLI before the server starts (it owns the file after)."""
-    out = subprocess.run(
-        [*tokenshape(), "token", "create", "--gateway", gateway, "--scope", "ingest"]
-        + ["--db", str(db)],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-        env=clean_env(),
-    )
-    return out.stdout.strip().splitlines()[-1]
 
 
 def write_logs(workdir: Path, shippers: int, per_shipper: int) -> list[Path]:
@@ -127,29 +103,6 @@ def write_logs(workdir: Path, shippers: int, per_shipper: int) -> list[Path]:
                 )
         paths.append(path)
     return paths
-
-
-def start_server(db: Path, port: int, log: IO[bytes]) -> subprocess.Popen:
-    """`tokenshape serve` as a subprocess; returns once /api/health answers 200."""
-    proc = subprocess.Popen(
-        [*tokenshape(), "serve", "--db", str(db), "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT,
-        env=clean_env(TOKENSHAPE_LOG_LEVEL="warning"),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode}; see {log.name}")
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError(f"the server did not become healthy in 120 s; see {log.name}")
 
 
 def _ship(path: Path, url: str, token: str, batch: int, out: IO[str], *extra: str):
@@ -275,12 +228,7 @@ def run_kill_scenario(
                 p.wait()
             for out in outs:
                 out.close()
-            server.send_signal(signal.SIGTERM)  # a clean stop: every journaled row moved
-            try:
-                server.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            stop_server(server)
     _verify(db, shippers, per_shipper, run)
     return run
 

@@ -128,6 +128,12 @@ def main() -> None:
         f"(the first retention window); without retention {ref / 1e6:.1f} MB "
         f"({final / ref:.2f} of it)"
     )
+    steady = [p.file_bytes / 1e6 for p in pruned[args.retention + 1 :]]
+    if steady:
+        print(
+            f"days {args.retention + 2}-{args.days} (each holds {args.retention} days plus the "
+            f"day being written): {min(steady):.1f}-{max(steady):.1f} MB"
+        )
     print(f"retention_ratio={final / window:.2f}")
 
 

@@ -91,7 +91,15 @@ class LiveServer:
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     """Settings pointing at a fresh database file."""
-    return Settings(db=tmp_path / "t.duckdb", port=free_port(), _env_file=None)
+    # Retention off: fixture data has fixed dates, and a server that runs past the job's first
+    # minute must not prune it as the real clock moves on (tests/test_retention.py turns it on).
+    return Settings(
+        db=tmp_path / "t.duckdb",
+        port=free_port(),
+        retention_days=0,
+        reject_retention_days=0,
+        _env_file=None,
+    )
 
 
 def serve(settings: Settings, **app_kwargs) -> Iterator[LiveServer]:

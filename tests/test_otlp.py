@@ -145,7 +145,8 @@ def test_json_encoding_partial_success_and_bad_bodies(live):
         assert wrong.status_code == 415
     live.settle()
     assert live.scalar("SELECT count(*) FROM requests") == 1
-    assert live.scalar("SELECT count(*) FROM rejects WHERE format = 'otlp'") == 5
+    # 3 spans + 3 refused bodies (bad JSON type, not protobuf, wrong Content-Type): all kept.
+    assert live.scalar("SELECT count(*) FROM rejects WHERE format = 'otlp'") == 6
 
 
 def test_log_records_with_genai_attributes(live):

@@ -101,8 +101,10 @@ def test_a_chunk_that_conflicts_with_another_delete_is_retried(db):
             if "conflicted" in record.getMessage():
                 conflicted.set()
 
-    handler = Seen()
-    logging.getLogger("tokenshape.retention").addHandler(handler)
+    handler, logger = Seen(), logging.getLogger("tokenshape.retention")
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
     out: list[tuple[int, int]] = []
     try:
         con = db.new_cursor()
@@ -114,7 +116,8 @@ def test_a_chunk_that_conflicts_with_another_delete_is_retried(db):
         other.execute("ROLLBACK")
         worker.join(30)
     finally:
-        logging.getLogger("tokenshape.retention").removeHandler(handler)
+        logger.removeHandler(handler)
+        logger.setLevel(level)
         other.close()
     assert out == [(20, 1)]  # the retry took the whole day, the conflicting row included
     assert prefixes(db) == set()

@@ -1,4 +1,5 @@
-"""The OpenAPI document as the server really answers.
+"""The API's surface as the server really answers: its OpenAPI document, and 404s for paths
+it does not have.
 
 FastAPI describes a 422 as its list of validation errors, but the app answers every error,
 422s included, with one sentence (`{"detail": "..."}`); and the auth gate, a middleware FastAPI
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI, HTTPException, Request
 
 ERROR = {  # the same as ingest's ErrorResponse, used when no route declared that model
     "title": "ErrorResponse",
@@ -60,3 +61,16 @@ def install(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+# Registered after the API's routers and before Dash's catch-all page route: a mistyped /api
+# path is a JSON 404, not a dashboard page answered 200.
+unknown = APIRouter(include_in_schema=False)
+
+
+@unknown.get("/api/{rest:path}")
+def no_such_route(request: Request, rest: str) -> None:
+    """404 naming the path, for GETs under /api that no route serves."""
+    raise HTTPException(
+        404, detail=f"no API route GET {request.url.path}; the routes are listed at /docs"
+    )

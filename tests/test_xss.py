@@ -1,0 +1,119 @@
+"""An HTML/JS payload in model, engine, tenant and gateway names, through ingest, on every
+dashboard page in a real Chromium and in the weekly email: shown as text, never run."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlencode
+
+import pytest
+
+from app.reports.build import report_for
+from app.reports.render import render
+from app.reports.schedule import last_full_week
+from app.storage.engines import put_profile
+from tests.fixtures import record
+from tests.test_browser import CHROMIUM, browser  # noqa: F401 (the fixture)
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian chromium not installed"),
+]
+PAYLOAD = "\"'><img src=x onerror=alert(1)><script>alert(2)</script>"
+ESCAPED = "&lt;img src=x onerror=alert(1)&gt;&lt;script&gt;alert(2)&lt;/script&gt;"
+# Where the names show: tables, selects, figure labels, the profile editor, the token list.
+PAGES = [
+    "/?window=7d",
+    "/shapes?window=all",
+    "/shapes?" + urlencode({"window": "all", "model": PAYLOAD, "engine": PAYLOAD}),
+    "/latency?" + urlencode({"window": "all", "engine": PAYLOAD}),
+    "/traffic?" + urlencode({"window": "all", "tenant": PAYLOAD}),
+    "/rightsizing?window=30d",
+    "/rightsizing?" + urlencode({"window": "30d", "engine": PAYLOAD}),
+    "/seasonal?" + urlencode({"engine": PAYLOAD, "weeks": 2}),
+    "/reports",
+    "/admin",
+]
+READY = (
+    "#filter-bar, #rightsizing-form, #seasonal-form, #reports-subject, #admin-tokens, "
+    ".page-error"
+)
+INJECTED = """() => ({
+    images: document.querySelectorAll('img[src="x"], img[onerror]').length,
+    scripts: [...document.scripts].filter(s => s.text.includes('alert(2)')
+        && (!s.type || s.type.includes('javascript'))).length,
+    html: document.documentElement.outerHTML.includes(%r),
+})""" % ESCAPED
+
+
+@pytest.fixture
+def hostile_names(live):
+    """Two weeks of traffic whose model, engine, tenant and gateway are the payload."""
+    now = datetime.now(UTC)
+    recs = [
+        record(
+            i,
+            "xss",
+            model=PAYLOAD,
+            engine=PAYLOAD,
+            tenant=PAYLOAD,
+            error_type=PAYLOAD,
+            status="error" if i % 9 == 0 else "ok",
+            started_at=(now - timedelta(hours=6 * i + 1)).isoformat(),
+            token_gaps_ms=[10.0, 12.0, 11.0],
+        )
+        for i in range(56)
+    ]
+    with live.client(live.token("ingest", gateway=PAYLOAD)) as c:
+        assert c.post("/v1/requests", json=recs).json()["accepted"] == 56
+    # The engine's profile (its name holds a '/', so not through the /api/engines/{name} path).
+    put_profile(
+        live.db.cursor(),
+        PAYLOAD,
+        {"model": "llama-3.1-8b", "gpu": "L40S", "max_input_len": 4096, "max_seq_len": 8192},
+        now,
+    )
+    live.settle()
+    return live
+
+
+def test_payload_names_are_text_on_every_page(hostile_names, browser):  # noqa: F811
+    live = hostile_names
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    shown = []
+    for path in PAGES:
+        page.goto(live.url + path)
+        page.locator(READY).first.wait_for(timeout=30_000)
+        assert page.locator(".page-error").count() == 0, path
+        # Graphs come in their own callbacks: wait for each page's figures to be drawn.
+        for graph in page.locator(".js-plotly-plot").all():
+            graph.locator(".main-svg").first.wait_for(timeout=30_000)
+        found = page.evaluate(INJECTED)
+        assert found["images"] == 0 and found["scripts"] == 0, (path, found)
+        shown.append(found["html"] or PAYLOAD in page.inner_text("body"))
+        print(path, found, PAYLOAD in page.inner_text("body"))
+        assert dialogs == [], (path, dialogs)
+    # The payload is visible as text (in a table, a select, a label) on every page but the
+    # fleet-wide ones that show only counts.
+    assert sum(shown) >= len(PAGES) - 2, list(zip(PAGES, shown, strict=True))
+    assert PAYLOAD in page.locator("body").inner_text() or shown[-1]
+
+
+def test_payload_names_are_escaped_in_the_email(hostile_names, browser):  # noqa: F811
+    live = hostile_names
+    settings = live.app.state.settings
+    report = report_for(live.db, settings, last_full_week(datetime.now(UTC), settings.report_tz))
+    html, text = render(report)
+    assert PAYLOAD not in html and "<script" not in html.lower()
+    assert ESCAPED.replace("&lt;", "&lt;") in html or "&lt;img src=x" in html
+    assert PAYLOAD in text  # the plain-text part shows the name as it is
+    page = browser.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.set_content(html)
+    found = page.evaluate(INJECTED)
+    assert found["images"] == 0 and found["scripts"] == 0 and found["html"]
+    assert dialogs == []
