@@ -106,6 +106,7 @@ def create_app(
                 request_days=settings.retention_days,
                 reject_days=settings.reject_retention_days,
                 clock=clock,
+                after_prune=writer.reindex,
             )
             pruner.start()
         app.state.retention = pruner

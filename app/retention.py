@@ -34,12 +34,14 @@ class RetentionJob:
         clock: Callable[[], datetime],
         sleep: Callable[[float], Awaitable[None]] | None = None,
         first_delay_s: float = FIRST_DELAY_S,
+        after_prune: Callable[[], Awaitable[object]] | None = None,
     ):
         self.db = db
         self.request_days, self.reject_days = request_days, reject_days
         self.clock = clock
         self.sleep = sleep or asyncio.sleep
         self.first_delay_s = first_delay_s
+        self.after_prune = after_prune  # the writer's reindex: forget the deleted keys
         self.last: retention.PruneResult | str | None = None  # for logs and tests
         self.next: datetime | None = None
         self.runs = 0
@@ -89,6 +91,11 @@ class RetentionJob:
                         ", ".join(f"{n:,} {t}" for t, n in result.deleted.items()),
                         result.chunks,
                     )
+                if result.deleted.get("requests") and self.after_prune is not None:
+                    try:
+                        await self.after_prune()
+                    except Exception as exc:  # the old index stays: still correct, larger
+                        log.warning("retention: rebuilding the dedupe index failed: %s", exc)
             self.runs += 1
             self.next = started + EVERY
 

@@ -157,6 +157,7 @@ def test_a_viewer_is_refused_every_admin_action(secured):
         ("GET", "/api/users", None),
         ("POST", "/api/users", {"name": "eve", "role": "admin", "password": "x" * 12}),
         ("DELETE", "/api/users/ada", None),
+        ("POST", "/api/admin/backup", None),
     ]
     with secured.client(read) as c:
         for method, path, body in admin_calls:

@@ -241,3 +241,84 @@ def test_prune_cli_while_the_server_holds_the_file_says_what_to_do(live):
     out = _cli("prune", "--db", str(live.database.path), env={})
     assert out.returncode == 2
     assert "is in use by" in out.stderr and "Stop it first" in out.stderr
+
+
+def _rows(prefix: str, n: int, received_at: datetime):
+    started = (received_at - timedelta(minutes=1)).isoformat()
+    recs = [msgspec.convert(record(i, prefix, started_at=started), RecordIn) for i in range(n)]
+    rows, bad = to_rows(recs, list(range(n)), gateway="gw", received_at=received_at)
+    assert not bad
+    return rows
+
+
+def test_after_a_prune_the_dedupe_index_forgets_deleted_keys_and_keeps_the_rest(db):
+    """The writer's in-memory key index is rebuilt while batches keep arriving: deleted keys
+    leave it, stored and journaled ones (and those stored meanwhile) stay duplicates."""
+    from app.storage.writer import Writer
+
+    old, kept = NOW - timedelta(days=30), NOW - timedelta(hours=1)
+    put(db, "old", 3000, old)
+    put(db, "kept", 2000, kept)
+
+    async def scenario() -> dict[str, int]:
+        writer = Writer(db, flush_ms=0)
+        await writer.start()
+        try:
+            assert len(writer._store.keys) == 5000
+            await writer.submit(Batch("gw", "test", NOW, _rows("journaled", 500, NOW)))
+            result = await asyncio.to_thread(
+                lambda: retention.prune(db.new_cursor(), NOW, request_days=7, reject_days=7)
+            )
+            assert result.deleted["requests"] == 3000
+            # Batches land while the index is rebuilt, and must be remembered by it.
+            during = asyncio.gather(
+                *[
+                    writer.submit(Batch("gw", "test", NOW, _rows(f"during{k}", 100, NOW)))
+                    for k in range(5)
+                ]
+            )
+            size = await writer.reindex()
+            await during
+            again = {
+                name: (await writer.submit(Batch("gw", "test", NOW, _rows(name, n, at)))).accepted
+                for name, n, at in (
+                    ("kept", 2000, kept),
+                    ("journaled", 500, NOW),
+                    ("during0", 100, NOW),
+                    ("during4", 100, NOW),
+                    ("old", 3000, old),
+                )
+            }
+            return {"size": size, **again}
+        finally:
+            await writer.stop()
+
+    out = asyncio.run(scenario())
+    # 2000 kept + 500 journaled + 500 written during the rebuild; the 3000 deleted are gone.
+    assert out["size"] == 3000
+    assert out["kept"] == out["journaled"] == out["during0"] == out["during4"] == 0
+    assert out["old"] == 3000  # deleted keys are new again: the sender's re-send is stored
+
+
+def test_the_rebuilt_index_keeps_journaled_rows_and_rows_stored_during_the_rebuild(db, tmp_path):
+    """Step by step, with no mover running: rows still only in the journal, and rows written
+    after the table was read, must both stay in the rebuilt index."""
+    from app.storage.journal import Journal
+    from app.storage.schema import REQUESTS_SCHEMA
+
+    put(db, "old", 300, NOW - timedelta(days=30))
+    put(db, "kept", 200, NOW - timedelta(hours=1))
+    store = RequestStore(db.new_cursor(), journal=Journal(tmp_path / "j", REQUESTS_SCHEMA))
+    store.write([Batch("gw", "test", NOW, _rows("journaled", 50, NOW))])
+    retention.prune(db.new_cursor(), NOW, request_days=7, reject_days=7)
+    store.begin_reindex()
+    hashes = store.live_hashes(db.new_cursor())
+    store.write([Batch("gw", "test", NOW, _rows("late", 20, NOW))])  # after the table was read
+    assert store.finish_reindex(hashes) == 200 + 50 + 20
+    for name, n, at in (
+        ("kept", 200, NOW - timedelta(hours=1)),
+        ("journaled", 50, NOW),
+        ("late", 20, NOW),
+    ):
+        assert store.write([Batch("gw", "test", NOW, _rows(name, n, at))])[0].accepted == 0, name
+    assert store.write([Batch("gw", "test", NOW, _rows("old", 300, NOW))])[0].accepted == 300

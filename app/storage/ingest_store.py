@@ -43,6 +43,38 @@ class RequestStore:
             self.recovered = self._recover(journal)
         hashes = con.execute(f"SELECT {_HASH} AS h FROM requests").fetchnumpy()["h"]
         self.keys = KeyIndex(np.asarray(hashes, dtype=np.uint64))
+        self._recorded: list[np.ndarray] | None = None  # hashes added while a reindex runs
+
+    def _remember(self, hashes: np.ndarray) -> None:
+        self.keys.add(hashes)
+        if self._recorded is not None:
+            self._recorded.append(hashes)
+
+    # Rebuilding the dedupe index after a prune, so it forgets deleted keys (else it grows
+    # 8 bytes per request received since start). The table is read off the writer thread;
+    # the writer thread only marks the start and swaps the result in.
+    def begin_reindex(self) -> None:
+        """Start recording keys stored from now on (call on the writer thread)."""
+        self._recorded = []
+
+    def live_hashes(self, con: duckdb.DuckDBPyConnection) -> np.ndarray:
+        """Hashes of every stored key, journaled or in the table (any thread, own cursor).
+
+        The journaled rows are taken before the table is read: a row leaves the journal's
+        list only after its move committed, so each row is seen in one place or the other."""
+        with self._lock:
+            unmoved = list(self._pending + self._moving)
+        parts = [self._hashes(unmoved, con)]
+        table = con.execute(f"SELECT {_HASH} AS h FROM requests").fetchnumpy()["h"]
+        parts.append(np.asarray(table, dtype=np.uint64))
+        return np.concatenate(parts)
+
+    def finish_reindex(self, hashes: np.ndarray | None) -> int:
+        """Swap in the rebuilt index (None: give up); returns its size (writer thread)."""
+        recorded, self._recorded = self._recorded or [], None
+        if hashes is not None:
+            self.keys = KeyIndex(np.concatenate([hashes, *recorded]))
+        return len(self.keys)
 
     @property
     def unmoved_rows(self) -> int:
@@ -110,7 +142,7 @@ class RequestStore:
                 self.journal.append(rows)
                 self._pending.append(rows)
             for hashes in kept_hashes:  # durable now, whatever happens to the rejects below
-                self.keys.add(hashes)
+                self._remember(hashes)
             kept_rows, kept_hashes = [], []
         if not kept_rows and not rejects:
             return results
@@ -125,7 +157,7 @@ class RequestStore:
             _rollback(self.con)
             raise
         for hashes in kept_hashes:  # only now are these rows durable
-            self.keys.add(hashes)
+            self._remember(hashes)
         return results
 
     def _insert(self, table: str, cols: str, rows: pa.Table, con=None) -> None:
@@ -168,16 +200,17 @@ class RequestStore:
             path.unlink(missing_ok=True)
         return moved
 
-    def _hashes(self, tables: list[pa.Table]) -> np.ndarray:
+    def _hashes(self, tables: list[pa.Table], con=None) -> np.ndarray:
         """DuckDB's 64-bit hash of (gateway, request_id) for every row, in order."""
         if not tables:
             return np.empty(0, dtype=np.uint64)
+        con = con or self.con
         keys = pa.concat_tables([t.select(["gateway", "request_id"]) for t in tables])
-        self.con.register("staged_keys", keys)
+        con.register("staged_keys", keys)
         try:
-            out = self.con.execute(f"SELECT {_HASH} AS h FROM staged_keys").fetchnumpy()["h"]
+            out = con.execute(f"SELECT {_HASH} AS h FROM staged_keys").fetchnumpy()["h"]
         finally:
-            self.con.unregister("staged_keys")
+            con.unregister("staged_keys")
         return np.asarray(out, dtype=np.uint64)
 
     def _fresh_mask(

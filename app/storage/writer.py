@@ -272,6 +272,28 @@ class Writer:
             for _ in items:
                 self._queue.task_done()
 
+    async def reindex(self) -> int:
+        """Rebuild the dedupe index from what is stored (after a prune); returns its size."""
+        store = self._store
+        if store is None:
+            return 0
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, store.begin_reindex)
+        hashes = None
+        try:
+
+            def read() -> object:
+                con = self.db.new_cursor()
+                try:
+                    return store.live_hashes(con)
+                finally:
+                    con.close()
+
+            hashes = await asyncio.to_thread(read)
+        finally:
+            size = await loop.run_in_executor(self._executor, store.finish_reindex, hashes)
+        return size
+
     def _observe(self, event: str, *args) -> None:
         # After the waiters have their answers: a failing observer must never hold one up.
         if self.observer is None:
