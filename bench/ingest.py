@@ -10,8 +10,6 @@ import argparse
 import http.client
 import itertools
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -26,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.demo import generate  # noqa: E402
-from bench._server import served  # noqa: E402
+from bench._server import create_token, served  # noqa: E402
 
 
 def make_ndjson(path: Path, n: int) -> None:
@@ -78,28 +76,7 @@ def _rss_peak_kb(pid: int) -> int:
 def http_ingest(path: Path, workdir: Path, batch: int, clients: int) -> tuple[float, int, int]:
     """Ship the file over HTTP in batches from concurrent clients: records/s, peak RSS, stored."""
     db = workdir / "tokenshape.duckdb"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSHAPE_")}
-    tok = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "app.cli",
-            "token",
-            "create",
-            "--gateway",
-            "bench",
-            "--scope",
-            "ingest",
-            "--db",
-            str(db),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-        env=env,
-    )
-    token = tok.stdout.strip().splitlines()[-1]
+    token = create_token(db, "bench")
     port = 8790
     with served(db, port) as server:
         url = server.url
