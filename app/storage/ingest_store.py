@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from app.storage.batches import Batch, WriteResult, rejects_table
 from app.storage.journal import Journal
 from app.storage.keys import KeyIndex
-from app.storage.rows import first_row
+from app.storage.rows import first_row, rollback
 from app.storage.schema import REQUEST_COLUMNS
 
 _COLS = ", ".join(REQUEST_COLUMNS)
@@ -99,7 +99,7 @@ class RequestStore:
                     self.con.unregister("staged")
                     self.con.execute("COMMIT")
                 except BaseException:
-                    _rollback(self.con)
+                    rollback(self.con)
                     raise
                 restored += int(row[0]) if row else 0
             path.unlink()
@@ -154,7 +154,7 @@ class RequestStore:
                 self._insert("rejects", "*", pa.concat_tables(rejects))
             self.con.execute("COMMIT")
         except BaseException:
-            _rollback(self.con)
+            rollback(self.con)
             raise
         for hashes in kept_hashes:  # only now are these rows durable
             self._remember(hashes)
@@ -184,7 +184,7 @@ class RequestStore:
                     self._insert("requests", _COLS, pa.concat_tables(tables), con)
                     con.execute("COMMIT")
                 except BaseException:
-                    _rollback(con)
+                    rollback(con)
                     raise
         except BaseException:
             with self._lock:  # keep them pending; their segments stay on disk
@@ -302,15 +302,6 @@ class RequestStore:
         mask = np.zeros(cand.num_rows, dtype=bool)
         mask[np.asarray(hits, dtype=np.int64)] = True
         return mask
-
-
-def _rollback(con: duckdb.DuckDBPyConnection) -> None:
-    # A COMMIT that failed (disk full) has ended the transaction already; a ROLLBACK then
-    # raises "no transaction is active", which would hide the error that matters.
-    try:
-        con.execute("ROLLBACK")
-    except duckdb.TransactionException:
-        pass
 
 
 def count_rows(con: duckdb.DuckDBPyConnection, table: str) -> int:

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 import duckdb
 
-from app.storage.rows import first_row
+from app.storage.rows import first_row, rollback
 
 log = logging.getLogger("tokenshape.retention")
 
@@ -55,13 +55,6 @@ def _oldest(con: duckdb.DuckDBPyConnection, table: str, before: datetime) -> dat
     return row[0] if row else None
 
 
-def _rollback(con: duckdb.DuckDBPyConnection) -> None:
-    try:
-        con.execute("ROLLBACK")
-    except duckdb.Error:  # a failed COMMIT has already ended the transaction
-        pass
-
-
 def _delete(con: duckdb.DuckDBPyConnection, table: str, upto: datetime) -> int:
     """One chunk in its own transaction, retried when a concurrent change conflicts with it."""
     column = TABLES[table]
@@ -72,13 +65,13 @@ def _delete(con: duckdb.DuckDBPyConnection, table: str, upto: datetime) -> int:
             con.execute("COMMIT")
             return int(row[0]) if row else 0
         except duckdb.TransactionException as exc:
-            _rollback(con)
+            rollback(con)
             if attempt == CONFLICT_RETRIES - 1:
                 raise
             log.info("retention: %s chunk conflicted (%s); trying again", table, exc)
             time.sleep(0.05 * 2**attempt)
         except BaseException:
-            _rollback(con)
+            rollback(con)
             raise
     return 0  # unreachable: the last attempt returns or raises
 

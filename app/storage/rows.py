@@ -16,3 +16,14 @@ def first_row(
     per-thread cursors are reused by later requests on the same thread."""
     rows = con.execute(sql, params or []).fetchall()
     return rows[0] if rows else None
+
+
+def rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """Roll back, quietly when the transaction has already ended.
+
+    A COMMIT that failed (disk full, a conflict) ends the transaction itself; a ROLLBACK then
+    raises "no transaction is active", which would hide the error that matters."""
+    try:
+        con.execute("ROLLBACK")
+    except duckdb.TransactionException:
+        pass

@@ -11,7 +11,7 @@ from datetime import datetime
 
 import duckdb
 
-from app.storage.rows import first_row
+from app.storage.rows import first_row, rollback
 
 SCOPES = ("ingest", "read", "admin")
 PREFIX = "tks_"
@@ -130,7 +130,7 @@ def rotate(con: duckdb.DuckDBPyConnection, token_id: str) -> tuple[str, TokenInf
         con.execute("UPDATE tokens SET revoked_at = now() WHERE id = ?", [token_id])
         con.execute("COMMIT")
     except Exception:
-        con.execute("ROLLBACK")
+        rollback(con)
         raise
     return created
 
