@@ -54,6 +54,8 @@ bench: install chromium
 	$(BIN)/python bench/query.py
 	$(BIN)/python bench/dashboard.py
 	$(BIN)/python bench/retention.py
+	$(BIN)/python bench/faults.py
+	$(BIN)/python bench/soak.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

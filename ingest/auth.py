@@ -109,9 +109,7 @@ def require_scope(scope: str) -> Callable[[Request], Awaitable[TokenInfo]]:
     # more than the lookup, which is a cached dict hit or one indexed point query.
     async def check(request: Request) -> TokenInfo:
         try:
-            return check_bearer(
-                request.app.state, request.headers.get("authorization", ""), scope
-            )
+            return check_bearer(request.app.state, request.headers.get("authorization", ""), scope)
         except AuthError as exc:
             headers = (
                 {"WWW-Authenticate": 'Bearer realm="tokenshape"'} if exc.status == 401 else None
