@@ -25,7 +25,8 @@ import httpx
 
 ROUTES = {"ndjson": "/v1/requests", "litellm": "/v1/litellm"}
 MAX_BATCH_BYTES = 1 << 20
-RETRYABLE = {429, 500, 502, 503, 504}
+# 408: the server gave up on a slow body (TOKENSHAPE_BODY_TIMEOUT_S); sending again is safe.
+RETRYABLE = {408, 429, 500, 502, 503, 504}
 FINAL = {
     400: "the server could not use the batch",
     401: "the token is not valid",

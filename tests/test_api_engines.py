@@ -96,3 +96,19 @@ def test_recommendation_errors_are_clear(live, traffic):
         c.put("/api/engines/big", json=huge)
         verdict = c.get("/api/engines/big/recommendation").json()
         assert verdict["status"] == "does-not-fit" and "does not fit" in verdict["verdict"]
+
+
+def test_a_stored_profile_that_no_longer_validates_does_not_sink_the_list(live, caplog):
+    """E.g. after a catalog change: the others are listed, the log names the one to re-save."""
+    from datetime import UTC, datetime
+
+    from app.storage.engines import put_profile
+
+    now = datetime(2026, 11, 20, tzinfo=UTC)
+    put_profile(live.db.cursor(), "good", {"model": "llama-3.1-8b", "gpu": "H100"}, now)
+    put_profile(live.db.cursor(), "stale", {"model": "no-such-model", "gpu": "H100"}, now)
+    with caplog.at_level("WARNING", logger="tokenshape.api"), live.client() as c:
+        answer = c.get("/api/engines")
+    assert answer.status_code == 200
+    assert [e["name"] for e in answer.json()] == ["good"]
+    assert "'stale'" in caplog.text and "re-save it" in caplog.text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -25,6 +26,7 @@ from app.storage.engines import delete_profile, get_profile, list_profiles, put_
 from ingest.auth import require_scope
 from ingest.schemas import ErrorResponse
 
+log = logging.getLogger("tokenshape.api")
 router = APIRouter(tags=["engines"])
 AdminDep = Depends(require_scope("admin"))
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
@@ -57,10 +59,15 @@ def _profile_or_404(db, name: str) -> EngineProfile:
 @router.get("/api/engines", response_model=list[EngineOut], summary="List engine profiles")
 def list_engines(db: DbDep) -> list[EngineOut]:
     """Every engine with a stored profile."""
-    return [
-        EngineOut(name=name, profile=EngineProfile.model_validate(p))
-        for name, p in list_profiles(db.cursor()).items()
-    ]
+    out = []
+    for name, stored in list_profiles(db.cursor()).items():
+        try:
+            out.append(EngineOut(name=name, profile=EngineProfile.model_validate(stored)))
+        except ValueError as exc:  # e.g. a catalog change: list the rest, say which to re-save
+            log.warning(
+                "engine %r has a profile that no longer validates (%s); re-save it", name, exc
+            )
+    return out
 
 
 @router.get(
