@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 import time
@@ -138,6 +139,7 @@ def create_app(
     app.state.token_touched = {}
     app.state.session_cache = {}
     app.state.login_failures = {}
+    app.state.login_slots = asyncio.Semaphore(2)
     app.state.auth_enabled = settings.auth_enabled
     if not settings.auth_enabled and not settings.loopback:
         log.warning(
@@ -220,6 +222,7 @@ def create_app(
         state=app.state,
         enabled=settings.auth_enabled,
         open_role="admin" if settings.loopback or settings.auth == "off" else "viewer",
+        loopback_only=settings.loopback,
         clock=clock,
         admin_pages=ADMIN_PAGES,
         admin_outputs=ADMIN_OUTPUTS,

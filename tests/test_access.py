@@ -137,12 +137,12 @@ def test_every_api_route_needs_a_read_token_or_a_login(secured):
     ingest_only = secured.token("ingest")
     read = secured.token("read")
     with secured.client(ingest_only) as c:
-        assert c.get("/api/overview").status_code == 403
+        assert c.get("/api/quantiles").status_code == 403
     with secured.client(read) as c:
-        for path in ("/api/overview", "/api/shapes/heatmap", "/api/engines", "/metrics"):
+        for path in ("/api/quantiles", "/api/heatmap", "/api/engines", "/metrics"):
             assert c.get(path).status_code == 200, path
     with secured.login("vic") as viewer:
-        assert viewer.get("/api/overview").status_code == 200
+        assert viewer.get("/api/quantiles").status_code == 200
 
 
 def test_a_viewer_is_refused_every_admin_action(secured):
@@ -335,3 +335,73 @@ def test_a_shared_bind_without_logins_is_read_only(tmp_path):
             c.get("/rightsizing")
             answer = c.post("/_dash-update-component", json=_save_payload("chat-8b"))
             assert answer.json()["response"]["rightsizing-saved"]["children"] == "saved"
+
+
+def test_open_mode_answers_only_to_this_machine(live):
+    """Open mode on a loopback bind: a proxy or a rebound DNS name must not make its
+    visitors admins; ingest keeps its own tokens either way."""
+    with live.client() as c:
+        assert c.get("/rightsizing").status_code == 200
+        assert c.get("/", headers={"Host": "localhost:8050"}).status_code == 200
+        for headers in (
+            {"Host": "rebind.attacker.example"},
+            {"Host": "127.attacker.example"},
+            {"X-Forwarded-For": "203.0.113.9"},
+            {"Forwarded": "for=203.0.113.9"},
+        ):
+            answer = c.get("/_dash-layout", headers=headers)
+            assert answer.status_code == 403, headers
+            assert "TOKENSHAPE_AUTH=on" in answer.json()["detail"]
+    with live.client(live.token()) as shipper:
+        sent = shipper.post("/v1/requests", json=batch(2), headers={"X-Forwarded-For": "10.1.2.3"})
+        assert sent.status_code == 200
+
+
+def test_websockets_are_refused(secured):
+    import socket
+
+    port = int(secured.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(
+            b"GET /_dash-ws-callback HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            b"Sec-WebSocket-Version: 13\r\n\r\n"
+        )
+        status = s.recv(200).split(b"\r\n", 1)[0]
+    assert b" 101 " not in status and b" 403 " in status
+
+
+def test_a_cross_site_logout_without_cookies_changes_nothing(secured):
+    with secured.login("vic") as viewer:
+        with httpx.Client(base_url=secured.url) as other_site:
+            answer = other_site.post("/logout")
+            assert answer.status_code == 303
+            assert "set-cookie" not in answer.headers
+        assert viewer.get("/shapes").status_code == 200
+        del viewer.headers["X-CSRFToken"]
+        assert viewer.post("/logout").status_code == 403  # a session, but no CSRF token
+        assert viewer.get("/shapes").status_code == 200
+
+
+def test_parallel_wrong_passwords_are_throttled_too(secured):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with httpx.Client(base_url=secured.url) as c:
+        c.get("/login")
+        nonce = c.cookies["tokenshape_login"]
+
+    def guess(k: int) -> int:
+        with httpx.Client(base_url=secured.url, cookies={"tokenshape_login": nonce}) as g:
+            form = {"csrf": nonce, "username": "ada", "password": f"guess {k}"}
+            return g.post("/login", data=form).status_code
+
+    with ThreadPoolExecutor(12) as pool:
+        codes = list(pool.map(guess, range(24)))
+    assert codes.count(401) <= 5 and codes.count(429) >= 19, codes
+
+
+def test_health_is_open_but_hides_the_file_path(secured):
+    with httpx.Client(base_url=secured.url) as anon:
+        assert anon.get("/api/health").json()["database"]["path"] == "(log in to see)"
+    with secured.client(secured.token("read")) as c:
+        assert c.get("/api/health").json()["database"]["path"].endswith("s.duckdb")

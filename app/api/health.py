@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse
 
 from app import __version__
 from app.api.schemas import DatabaseHealth, Health, ReportsHealth, WriterHealth
+from app.auth import principal
 from app.deps import DbDep, WriterDep
 from app.storage import report_runs
 from app.storage.ingest_store import count_rows
@@ -44,7 +45,8 @@ def health(request: Request, db: DbDep, writer: WriterDep) -> JSONResponse:
         cur = db.cursor()
         database = DatabaseHealth(
             ok=True,
-            path=str(db.path),
+            # Open to load balancers; where the file lives is for those who may read.
+            path=str(db.path) if principal.current() is not None else "(log in to see)",
             revision=db.revision,
             requests=count_rows(cur, "requests"),
             rejects=count_rows(cur, "rejects"),
@@ -52,7 +54,8 @@ def health(request: Request, db: DbDep, writer: WriterDep) -> JSONResponse:
     except (duckdb.Error, RuntimeError) as exc:
         database = DatabaseHealth(
             ok=False,
-            path=str(db.path),
+            # Open to load balancers; where the file lives is for those who may read.
+            path=str(db.path) if principal.current() is not None else "(log in to see)",
             revision=db.revision,
             requests=0,
             rejects=0,

@@ -10,6 +10,7 @@ When auth is off (a loopback demo), everyone is let in and pages say so."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import time
 from collections.abc import Callable
@@ -39,7 +40,9 @@ PUBLIC_PATHS = frozenset(
         "/favicon.ico",
     }
 )
-PUBLIC_PREFIXES = ("/v1/", "/assets/", "/_dash-component-suites/")
+PUBLIC_PREFIXES = ("/assets/", "/_dash-component-suites/")
+INGEST_PATHS = frozenset({"/v1/requests", "/v1/litellm", "/v1/traces", "/v1/logs"})
+PROXY_HEADERS = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-real-ip")
 WARM_UP_HEADER = "x-tokenshape-warm-up"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 SESSION_CACHE_SECONDS = 2.0
@@ -70,7 +73,19 @@ def session_principal(
     return who, session_id
 
 
+def _loopback(name: str) -> bool:
+    """`localhost` or a loopback address (a name like 127.example.com is neither)."""
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
 def _kind(path: str) -> str:
+    if path in INGEST_PATHS:
+        return "ingest"
     if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
         return "public"
     if path.startswith("/api/") or path == "/metrics":
@@ -110,6 +125,7 @@ class AuthGate:
         clock: Callable[[], datetime],
         admin_pages: frozenset[str] = frozenset(),
         admin_outputs: frozenset[str] = frozenset(),
+        loopback_only: bool = False,
     ):
         self.app = app
         self.state = state
@@ -118,8 +134,14 @@ class AuthGate:
         self.clock = clock
         self.admin_pages = admin_pages
         self.admin_outputs = admin_outputs
+        self.loopback_only = loopback_only
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            # No page uses Dash's websocket callbacks; refuse the handshake rather than run
+            # one without a principal.
+            await send({"type": "websocket.close", "code": 1008})
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -134,6 +156,21 @@ class AuthGate:
             await self.app(scope, receive, send)
         finally:
             principal.reset(token)
+
+    @staticmethod
+    def _from_this_machine(request: Request) -> bool:
+        """Open mode's guard: a loopback client, naming a loopback host, with no proxy between.
+
+        A proxy in front of a loopback bind, or a web page that rebinds its DNS name to
+        127.0.0.1, would otherwise make whoever is behind them an admin."""
+        host = (request.headers.get("host") or "").lower()
+        name = host[1:].split("]")[0] if host.startswith("[") else host.rsplit(":", 1)[0]
+        client = request.client.host if request.client else ""
+        return (
+            _loopback(name)
+            and _loopback(client)
+            and not any(h in request.headers for h in PROXY_HEADERS)
+        )
 
     async def _admin_only(self, scope: Scope, receive: Receive) -> tuple[object, Receive]:
         """403 for a non-admin asking for an admin page or an admin callback.
@@ -170,18 +207,34 @@ class AuthGate:
 
     def _admit(self, scope: Scope) -> tuple[Principal | None, object]:
         """(who, None) to let the request through, or (None, a response) to refuse it."""
-        if not self.enabled:
-            return self.open, None
         request = Request(scope)
         path, method = scope["path"], scope["method"]
+        kind = _kind(path)
+        if kind == "ingest":
+            return None, None  # the routes check their own `ingest` tokens
         if cookies.same(request.headers.get(WARM_UP_HEADER), self.state.warm_up_key):
             return Principal("warm-up", "viewer", "open"), None
-        kind = _kind(path)
+        if not self.enabled:
+            if self.loopback_only and not self._from_this_machine(request):
+                return None, _json(
+                    403,
+                    "this server runs without logins, so it answers only to this machine: open "
+                    "it as http://127.0.0.1:<port>/ (not through a proxy or another host name), "
+                    "or set TOKENSHAPE_AUTH=on and add users",
+                )
+            return self.open, None
         found = session_principal(
             self.state, request.cookies.get(cookies.SESSION_COOKIE), self.clock()
         )
         who = found[0] if found else None
         if kind == "public":
+            header = request.headers.get("authorization")
+            if who is None and header and path.startswith("/api/"):
+                try:  # /api/health: open, but shows more to a caller who may read
+                    info = check_bearer(self.state, header, "read")
+                    who = Principal(f"token {info.display}", "viewer", "token")
+                except AuthError:
+                    pass
             return who, None
         if kind == "api":
             header = request.headers.get("authorization")

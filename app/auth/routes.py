@@ -121,9 +121,15 @@ async def login(request: Request) -> Response:
         response.headers["Retry-After"] = str(int(wait) + 1)
         return response
     password = form.get("password", "")
-    user = await asyncio.to_thread(users.authenticate, state.db.cursor(), name, password)
+    # Counted as a failure before the check: parallel guesses must not all slip past the
+    # throttle while their hashes are computed. A success forgets them.
+    state.login_failures.setdefault(client, []).append(time.monotonic())
+    async with state.login_slots:  # each check holds 32 MiB: a flood must not pile them up
+        # The cursor is taken in the worker thread: cursors are per thread, never shared.
+        user = await asyncio.to_thread(
+            lambda: users.authenticate(state.db.cursor(), name, password)
+        )
     if user is None:
-        state.login_failures.setdefault(client, []).append(time.monotonic())
         return _page(
             request, 401, message="Wrong user name or password.", username=name, next=target
         )
@@ -162,6 +168,10 @@ async def logout(request: Request) -> Response:
     state = request.app.state
     response = RedirectResponse("/login?out=1", 303)
     found = session_principal(state, request.cookies.get(cookies.SESSION_COOKIE), state.clock())
+    if found is None:
+        # No session came with it (e.g. a cross-site form, whose Lax cookies stay behind):
+        # touch nothing, or another site could log a user out.
+        return response
     if found is not None:
         who, session_id = found
         form = await _form(request)
