@@ -216,6 +216,8 @@ class AuthGate:
             return Principal("warm-up", "viewer", "open"), None
         if not self.enabled:
             if self.loopback_only and not self._from_this_machine(request):
+                if kind == "public":
+                    return None, None  # health, static files: served, as to anyone
                 return None, _json(
                     403,
                     "this server runs without logins, so it answers only to this machine: open "
