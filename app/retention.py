@@ -8,6 +8,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
+from app.background import stop_job
 from app.storage import retention
 from app.storage.database import Database
 
@@ -106,15 +107,5 @@ class RetentionJob:
     async def stop(self) -> None:
         """Stop between chunks and wait for the chunk in progress (the database stays open)."""
         self.stopping.set()
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
-        if self._worker is not None and not self._worker.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(self._worker), timeout=120)
-            except Exception as exc:  # noqa: BLE001 - shutting down either way
-                log.warning("retention: the prune in progress ended with %s", exc)
+        await stop_job(self._task, self._worker, timeout=120, log=log, what="retention: the prune")
+        self._task = None

@@ -24,14 +24,19 @@ if not AZURE.exists():  # CI lays shared/ beside the clone
     AZURE = ROOT / ".." / "shared" / "data" / "azure-llm-inference-2023" / "conv.csv"
 
 
-def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSHAPE_")}
+def cli(
+    *args: str, check: bool = True, env: dict | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess:
+    """Run `tokenshape ARGS` as a user would, without this shell's TOKENSHAPE_* settings
+    (`env` adds some back)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSHAPE_")}
     proc = subprocess.run(
         [sys.executable, "-m", "app.cli", *args],
+        input=stdin,
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env=env,
+        env={**base, **(env or {})},
         timeout=300,
     )
     if check:

@@ -2,31 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import duckdb
 
-from tests.test_cli_and_crash import ROOT, cli
-
-
-def _with_stdin(*args: str, stdin: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSHAPE_")}
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=120,
-    )
+from tests.test_cli_and_crash import cli
 
 
 def test_user_add_list_role_passwd_remove(tmp_path):
     db = str(tmp_path / "u.duckdb")
-    added = _with_stdin(
+    added = cli(
         "user",
         "add",
         "ada",
@@ -35,16 +18,26 @@ def test_user_add_list_role_passwd_remove(tmp_path):
         "--password-stdin",
         "--db",
         db,
+        check=False,
         stdin="a long passphrase\n",
     )
     assert added.returncode == 0 and "added ada as admin" in added.stdout
     stored = duckdb.connect(db).execute("SELECT password_hash FROM users").fetchall()[0][0]
     assert stored.startswith("scrypt$32768$8$1$") and "a long passphrase" not in stored
-    short = _with_stdin(
-        "user", "add", "bob", "--role", "viewer", "--password-stdin", "--db", db, stdin="short\n"
+    short = cli(
+        "user",
+        "add",
+        "bob",
+        "--role",
+        "viewer",
+        "--password-stdin",
+        "--db",
+        db,
+        check=False,
+        stdin="short\n",
     )
     assert short.returncode == 2 and "at least 10 characters" in short.stderr
-    dup = _with_stdin(
+    dup = cli(
         "user",
         "add",
         "ada",
@@ -53,6 +46,7 @@ def test_user_add_list_role_passwd_remove(tmp_path):
         "--password-stdin",
         "--db",
         db,
+        check=False,
         stdin="another long one\n",
     )
     assert dup.returncode == 2 and "already exists" in dup.stderr
@@ -61,8 +55,15 @@ def test_user_add_list_role_passwd_remove(tmp_path):
     assert "viewer" in cli("user", "role", "ada", "viewer", "--db", db).stdout
     listing = cli("user", "list", "--db", db).stdout
     assert "ada" in listing and "viewer" in listing and "last login never" in listing
-    changed = _with_stdin(
-        "user", "passwd", "ada", "--password-stdin", "--db", db, stdin="a new passphrase\n"
+    changed = cli(
+        "user",
+        "passwd",
+        "ada",
+        "--password-stdin",
+        "--db",
+        db,
+        check=False,
+        stdin="a new passphrase\n",
     )
     assert changed.returncode == 0
     after = duckdb.connect(db).execute("SELECT password_hash FROM users").fetchall()[0][0]

@@ -19,6 +19,7 @@ from app.config import Settings
 from tests.conftest import free_port, serve
 from tests.fixtures import batch
 from tests.hostile import CORPUS, ITEMS, LIMITS, Payload, gzip_bomb
+from tests.test_cli_and_crash import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 FORMAT = {
@@ -125,28 +126,15 @@ def _status(pid: int) -> dict[str, int]:
     return out
 
 
-def _cli(*args: str, env: dict) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
-
-
 @pytest.fixture(scope="module")
 def process(tmp_path_factory):
     """`tokenshape serve` as a real subprocess with short header and body deadlines."""
     db = tmp_path_factory.mktemp("proc") / "p.duckdb"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSHAPE_")}
     env |= {"TOKENSHAPE_HEADER_TIMEOUT_S": "1.5", "TOKENSHAPE_LOG_LEVEL": "warning"}
-    out = _cli(
+    out = cli(
         "token", "create", "--gateway", "bomber", "--scope", "ingest", "--db", str(db), env=env
-    )
+    ).stdout
     token = out.strip().splitlines()[-1]
     port = free_port()
     proc = subprocess.Popen(

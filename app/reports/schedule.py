@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import threading
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+from app.background import stop_job
 from app.cron import Cron
+
+log = logging.getLogger("tokenshape.reports")
 
 
 def next_fire(cron: Cron, after: datetime, tz: str) -> datetime:
@@ -125,15 +129,5 @@ class ReportScheduler:
         """Stop: a send in progress gives up its retries and is awaited (the database stays
         open under it)."""
         self.stopping.set()
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
-        if self._worker is not None and not self._worker.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(self._worker), timeout=60)
-            except (TimeoutError, Exception):  # noqa: BLE001 - shutting down either way
-                pass
+        await stop_job(self._task, self._worker, timeout=60, log=log, what="the weekly email")
+        self._task = None
