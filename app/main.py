@@ -28,7 +28,7 @@ from app.metrics import install as install_metrics
 from app.reports.schedule import ReportScheduler
 from app.reports.send import deliver_week
 from app.retention import RetentionJob
-from app.storage import report_runs, sessions
+from app.storage import report_runs, sessions, users
 from app.storage.database import Database
 from app.storage.writer import Writer
 from ingest import routes as ingest_routes
@@ -73,6 +73,13 @@ def create_app(
         if not database.is_open:
             database.open()
         app.state.signing_key = sessions.signing_key(database.cursor())
+        if settings.auth_enabled and not users.list_users(database.cursor()):
+            log.warning(
+                "logins are on and there is no user yet: add one with "
+                "`tokenshape user add NAME --role admin` (stop the server first)"
+            )
+        elif not settings.auth_enabled:
+            log.info("logins are off: every page says so (TOKENSHAPE_AUTH=on to require them)")
         writer = Writer(
             database,
             capacity_rows=settings.writer_queue_rows,
