@@ -28,6 +28,10 @@ class Settings(BaseSettings):
         "auto",
         description="Logins: on, off, or auto (on unless the server binds to a loopback address).",
     )
+    admin_password: SecretStr = Field(
+        SecretStr(""),
+        description="At start, with no user yet: create user 'admin' with this password.",
+    )
     session_hours: float = Field(
         168, gt=0, le=24 * 90, description="How long a dashboard login lasts, in hours."
     )

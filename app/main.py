@@ -73,10 +73,15 @@ def create_app(
         if not database.is_open:
             database.open()
         app.state.signing_key = sessions.signing_key(database.cursor())
+        first_password = settings.admin_password.get_secret_value()
+        if first_password and not users.list_users(database.cursor()):
+            users.add(database.cursor(), "admin", first_password, "admin")
+            log.info("created user 'admin' from TOKENSHAPE_ADMIN_PASSWORD (no user existed)")
         if settings.auth_enabled and not users.list_users(database.cursor()):
             log.warning(
                 "logins are on and there is no user yet: add one with "
-                "`tokenshape user add NAME --role admin` (stop the server first)"
+                "`tokenshape user add NAME --role admin` (stop the server first), or start "
+                "once with TOKENSHAPE_ADMIN_PASSWORD set"
             )
         elif not settings.auth_enabled:
             log.info("logins are off: every page says so (TOKENSHAPE_AUTH=on to require them)")

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import dash
 import httpx
 import pytest
+from pydantic import SecretStr
 
 from app import demo
 from app.config import Settings
@@ -405,3 +406,22 @@ def test_health_is_open_but_hides_the_file_path(secured):
         assert anon.get("/api/health").json()["database"]["path"] == "(log in to see)"
     with secured.client(secured.token("read")) as c:
         assert c.get("/api/health").json()["database"]["path"].endswith("s.duckdb")
+
+
+def test_the_first_start_can_create_the_admin_from_a_setting(tmp_path):
+    settings = Settings(
+        db=tmp_path / "f.duckdb",
+        port=free_port(),
+        auth="on",
+        admin_password="first start secret",
+        _env_file=None,
+    )
+    for live in serve(settings):
+        with live.login("admin", "first start secret") as admin:
+            assert admin.get("/admin").status_code == 200
+    # A later start with another password leaves the existing users alone.
+    again = settings.model_copy(update={"admin_password": SecretStr("another password!")})
+    for live in serve(again):
+        assert live.scalar("SELECT count(*) FROM users") == 1
+        with live.login("admin", "first start secret") as admin:
+            assert admin.get("/admin").status_code == 200
