@@ -23,6 +23,7 @@ from app.auth import routes as auth_routes
 from app.auth.gate import WARM_UP_HEADER, AuthGate
 from app.config import Settings
 from app.cron import parse_cron
+from app.dashboard.prefetched import PrefetchPages
 from app.dashboard.shell import ADMIN_OUTPUTS, ADMIN_PAGES, mount
 from app.metrics import install as install_metrics
 from app.reports.schedule import ReportScheduler
@@ -229,6 +230,8 @@ def create_app(
     )  # last: Dash adds a catch-all GET route for its pages
     # Open mode lets everyone change things only where "everyone" is this machine's users, or
     # where the operator said TOKENSHAPE_AUTH=off outright.
+    # Inside the gate: a page's queries start only for a caller the gate let in, as that caller.
+    app.add_middleware(PrefetchPages)
     app.add_middleware(
         AuthGate,
         state=app.state,

@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from app.auth import principal
 from app.auth.principal import Principal
 from app.config import Settings
-from app.dashboard import ids, plotlyjs
+from app.dashboard import ids, plotlyjs, prefetched
 from app.dashboard.pages import (
     admin,
     latency,
@@ -57,6 +57,7 @@ def mount(
     settings: Settings | None = None,
 ) -> Dash:
     """Create the Dash app on `server` (Dash's FastAPI backend) and register the pages."""
+    prefetched.reset()
     partial = plotlyjs.partial_plotly_usable()
     app = _Dash(
         __name__,

@@ -9,17 +9,25 @@ from collections.abc import Awaitable, Callable
 import dash
 from dash import dcc, html
 
+from app.dashboard import prefetched
+
 log = logging.getLogger("tokenshape.dashboard")
 
 
-def safe(name: str, build: Callable[..., html.Div]) -> Callable[..., Awaitable[html.Div]]:
+def safe(
+    name: str, build: Callable[..., html.Div], path: str = ""
+) -> Callable[..., Awaitable[html.Div]]:
     """Wrap a page layout: run it off the event loop; log a failure, show it as a plain panel.
 
     Dash's FastAPI backend calls a synchronous layout or callback on the event loop itself, so
-    a query of a second would stall ingest and every other request for that second."""
+    a query of a second would stall ingest and every other request for that second. A build
+    already started by `prefetch` for the same URL and caller is taken instead of a new one."""
 
     async def layout(**query: object) -> html.Div:
         try:
+            started = prefetched.take(path, query)
+            if started is not None:
+                return await started
             return await asyncio.to_thread(build, **query)
         except Exception as exc:  # the page must say something, never go blank
             log.exception("the %s page failed for query %r", name, query)
@@ -47,8 +55,9 @@ def register_page(
         name=name,
         title=f"tokenshape · {name}",
         order=order,
-        layout=safe(name, build),
+        layout=safe(name, build, path),
     )
+    prefetched.pages[path] = build
 
 
 def graph(graph_id: str, figure: object) -> dcc.Graph:
