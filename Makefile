@@ -12,17 +12,15 @@ $(BIN)/tokenshape: pyproject.toml
 	$(BIN)/pip install -q -e ".[test]"
 	touch $@
 
-# plotly.js's cartesian partial bundle, the same version as the full one in the plotly
-# package; the dashboard falls back to the full bundle when npm is not there.
-PARTIAL_PLOTLY := static/vendor/plotly-cartesian.min.js
-$(PARTIAL_PLOTLY): $(BIN)/tokenshape
+# The plotly.js the dashboard draws with (scatter, bar, heatmap), built by jsbundle/build.sh from
+# the npm registry at the plotly package's plotly.js version; without npm the dashboard uses
+# plotly.js's full bundle (a slower first load).
+PARTIAL_PLOTLY := static/vendor/plotly-dashboard.min.js
+$(PARTIAL_PLOTLY): $(BIN)/tokenshape jsbundle/entry.js jsbundle/build.sh
+	@rm -f static/vendor/plotly-cartesian.min.js
 	@if command -v npm >/dev/null 2>&1; then \
 	  v=$$($(BIN)/python -c "from plotly.offline import get_plotlyjs_version as v; print(v())"); \
-	  mkdir -p static/vendor && cd static/vendor && \
-	  npm pack -q --silent plotly.js-cartesian-dist-min@$$v >/dev/null && \
-	  tar -xzf plotly.js-cartesian-dist-min-$$v.tgz --strip-components=1 \
-	    package/plotly-cartesian.min.js package/LICENSE && \
-	  mv LICENSE plotly-LICENSE && rm plotly.js-cartesian-dist-min-$$v.tgz && touch plotly-cartesian.min.js; \
+	  sh jsbundle/build.sh $$v static/vendor || echo "building plotly.js failed: the dashboard uses the full bundle"; \
 	else echo "npm not found: the dashboard uses plotly.js's full bundle (slower first load)"; fi
 
 install: $(BIN)/tokenshape $(PARTIAL_PLOTLY)

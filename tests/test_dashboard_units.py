@@ -96,10 +96,12 @@ def test_partial_plotly_bundle_is_used_only_at_the_packages_version(tmp_path, mo
 
     from app.dashboard import plotlyjs as shell
 
-    bundle = tmp_path / "plotly-cartesian.min.js"
+    bundle = tmp_path / "plotly-dashboard.min.js"
     monkeypatch.setattr(shell, "PARTIAL_PLOTLY", bundle)
     assert not shell.partial_plotly_usable()  # missing: the full bundle is used
-    bundle.write_text("/**\n* plotly.js (cartesian - minified) v0.0.1\n*/")
+    bundle.write_text("/**\n* plotly.js (tokenshape dashboard: scatter, bar, heatmap) v0.0.1\n*/")
     assert not shell.partial_plotly_usable()  # stale after an upgrade
-    bundle.write_text(f"/**\n* plotly.js (cartesian - minified) v{get_plotlyjs_version()}\n*/")
+    bundle.write_text(
+        f"/**\n* plotly.js (tokenshape dashboard: scatter, bar, heatmap) v{get_plotlyjs_version()}\n*/"
+    )
     assert shell.partial_plotly_usable()

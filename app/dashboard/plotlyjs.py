@@ -1,11 +1,12 @@
-"""Which plotly.js the browser gets: the cartesian partial bundle when it is usable.
+"""Which plotly.js the browser gets: the dashboard's own small bundle when it is usable.
 
-`make install` fetches plotly.js's cartesian partial bundle (heatmap, bar, scatter: all the pages
-draw) from the npm registry into `static/vendor/`, at the plotly package's plotly.js version.
-It is a third of the full bundle and halves a cold page load in headless Chromium. Dash puts it
-in the page as an asset; dcc.Graph then takes the `window.Plotly` it defines, and Dash's own full
-bundle is left out. Without it (no npm at install, or plotly upgraded since) the full bundle is
-used as Dash ships it.
+`make install` builds `static/vendor/plotly-dashboard.min.js` (jsbundle/build.sh: plotly.js's
+core with bar and heatmap, everything the pages draw) from the npm registry, at the plotly
+package's plotly.js version. At 1.2 MB it is a quarter of the full bundle (4.8 MB) and smaller
+than plotly.js's cartesian partial bundle (1.5 MB). Dash puts it in the page as an asset;
+dcc.Graph then takes the `window.Plotly` it defines, and Dash's own full bundle is left out.
+Without it (no npm at install, or plotly upgraded since) the full bundle is used as Dash ships
+it.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 
 STATIC = Path(__file__).resolve().parents[2] / "static"
-PARTIAL_PLOTLY = STATIC / "vendor" / "plotly-cartesian.min.js"
-# Dash matches `assets_ignore` against file names, not paths.
-STALE_BUNDLE = r"^plotly-cartesian"
+PARTIAL_PLOTLY = STATIC / "vendor" / "plotly-dashboard.min.js"
+# Dash matches `assets_ignore` against file names, not paths. An older install's cartesian
+# bundle is never served; the dashboard's own only when it is current.
+OLD_BUNDLE = r"^plotly-cartesian"
+STALE_BUNDLE = r"^plotly-(cartesian|dashboard)"
 
 
 def partial_plotly_usable() -> bool:

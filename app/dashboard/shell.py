@@ -65,7 +65,7 @@ def mount(
         use_pages=True,
         pages_folder="",
         assets_folder=str(plotlyjs.STATIC),
-        assets_ignore="" if partial else plotlyjs.STALE_BUNDLE,
+        assets_ignore=plotlyjs.OLD_BUNDLE if partial else plotlyjs.STALE_BUNDLE,
         title="tokenshape",
         update_title=None,
         suppress_callback_exceptions=True,

@@ -1,0 +1,26 @@
+#!/bin/sh
+# Build static/vendor/plotly-dashboard.min.js: plotly.js VERSION's core + bar + heatmap,
+# bundled with esbuild from the npm registry. Usage: jsbundle/build.sh VERSION OUT_DIR
+set -eu
+version=$1
+out=$(mkdir -p "$2" && cd "$2" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cp "$here/entry.js" "$work/"
+cd "$work"
+npm init -y >/dev/null
+npm install --silent --no-audit --no-fund "plotly.js@$version" esbuild@0.25 >/dev/null
+# The maplibre stylesheet core pulls in is for map traces, which are not in this bundle.
+npx --no-install esbuild entry.js --bundle --minify --format=iife --global-name=Plotly \
+  --define:global=window --define:define.amd=false --target=es2016 --loader:.css=empty \
+  --log-level=error --outfile=bundle.js
+
+{
+  printf '/**\n* plotly.js (tokenshape dashboard: scatter, bar, heatmap) v%s\n' "$version"
+  printf '* Copyright 2012-2026, Plotly, Inc. All rights reserved.\n'
+  printf '* Licensed under the MIT license (plotly-LICENSE)\n*/\n'
+  cat bundle.js
+} > "$out/plotly-dashboard.min.js.partial"
+cp node_modules/plotly.js/LICENSE "$out/plotly-LICENSE"
+mv "$out/plotly-dashboard.min.js.partial" "$out/plotly-dashboard.min.js"
