@@ -101,7 +101,6 @@ def test_partial_plotly_bundle_is_used_only_at_the_packages_version(tmp_path, mo
     assert not shell.partial_plotly_usable()  # missing: the full bundle is used
     bundle.write_text("/**\n* plotly.js (tokenshape dashboard: scatter, bar, heatmap) v0.0.1\n*/")
     assert not shell.partial_plotly_usable()  # stale after an upgrade
-    bundle.write_text(
-        f"/**\n* plotly.js (tokenshape dashboard: scatter, bar, heatmap) v{get_plotlyjs_version()}\n*/"
-    )
+    header = "/**\n* plotly.js (tokenshape dashboard: scatter, bar, heatmap) v{}\n*/"
+    bundle.write_text(header.format(get_plotlyjs_version()))
     assert shell.partial_plotly_usable()
