@@ -92,7 +92,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    """Create, list or revoke API tokens."""
+    """Create, list, rotate or revoke API tokens."""
     from app.storage import tokens
 
     settings = _settings(args)
@@ -116,28 +116,23 @@ def cmd_token(args: argparse.Namespace) -> int:
                     f"{t.id}  {t.display:<16} {t.gateway:<24} {t.scope:<7} "
                     f"created {t.created_at:%Y-%m-%d %H:%M}  used {used:<16}  {state}"
                 )
-        elif args.action == "rotate":
-            rotated = tokens.rotate(cur, args.id)
-            if rotated is None:
+        else:  # rotate or revoke a live token
+            done = (tokens.rotate if args.action == "rotate" else tokens.revoke)(cur, args.id)
+            if not done:
                 print(
                     f"error: no active token with id {args.id!r} (see `tokenshape token list`)",
                     file=sys.stderr,
                 )
                 return 1
-            token, info = rotated
+            if args.action == "revoke":
+                print(f"revoked token {args.id}")
+                return 0
+            token, info = done
             print(
                 f"rotated: token {args.id} is revoked; the new token {info.id} for gateway "
                 f"'{info.gateway}' ({info.scope}) is shown only once; store it now:"
             )
             print(token)
-        else:
-            if not tokens.revoke(cur, args.id):
-                print(
-                    f"error: no active token with id {args.id!r} (see `tokenshape token list`)",
-                    file=sys.stderr,
-                )
-                return 1
-            print(f"revoked token {args.id}")
     return 0
 
 
@@ -155,7 +150,7 @@ def _password(args: argparse.Namespace) -> str:
 
 def cmd_user(args: argparse.Namespace) -> int:
     """Add, list, change or remove dashboard users."""
-    from app.storage import sessions, users
+    from app.storage import users
 
     settings = _settings(args)
     with _open(settings) as db:
@@ -187,7 +182,6 @@ def cmd_user(args: argparse.Namespace) -> int:
                 f"error: no user named {args.name!r} (see `tokenshape user list`)", file=sys.stderr
             )
             return 1
-        sessions.end_all(cur, args.name)
         print(f"{args.name}: {what}")
     return 0
 
@@ -609,7 +603,7 @@ def build_parser() -> argparse.ArgumentParser:
     server_opts(add("serve", cmd_serve, "Run the server: ingest, API and dashboard."))
     add("migrate", cmd_migrate, "Migrate the database file to the newest schema.")
 
-    tok = add("token", cmd_token, "Create, list or revoke API tokens.")
+    tok = add("token", cmd_token, "Create, list, rotate or revoke API tokens.")
     tsub = tok.add_subparsers(dest="action", required=True)
     create = tsub.add_parser("create", help="create a token (printed once, last line)")
     create.add_argument("--gateway", required=True, help="gateway name the token ships as")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -11,7 +12,16 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.cron import parse_cron
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+def is_loopback(name: str) -> bool:
+    """`localhost` or a loopback address (a name like 127.example.com is neither)."""
+    name = name.strip("[]")
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 class Settings(BaseSettings):
@@ -118,7 +128,7 @@ class Settings(BaseSettings):
     @property
     def loopback(self) -> bool:
         """Whether the server listens only on this machine."""
-        return self.host in LOOPBACK or self.host.startswith("127.")
+        return is_loopback(self.host)
 
     @property
     def auth_enabled(self) -> bool:

@@ -91,11 +91,6 @@ def check_bearer(state: State, header: str, scope: str) -> TokenInfo:
     return info
 
 
-def forget_tokens(state: State) -> None:
-    """Drop cached lookups, so a revocation takes effect on the next request."""
-    state.token_cache.clear()
-
-
 def forget_credentials(state: State) -> None:
     """Drop cached tokens and sessions (after a revocation or a user's removal)."""
     state.token_cache.clear()

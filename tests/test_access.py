@@ -425,3 +425,47 @@ def test_the_first_start_can_create_the_admin_from_a_setting(tmp_path):
         assert live.scalar("SELECT count(*) FROM users") == 1
         with live.login("admin", "first start secret") as admin:
             assert admin.get("/admin").status_code == 200
+
+
+def test_an_admin_rotates_then_revokes_on_the_admin_page(secured):
+    plain = secured.token("ingest", gateway="gw-page")
+    token_id = plain[4:12]
+
+    def press(client: httpx.Client, button: str) -> httpx.Response:
+        dep = next(
+            d
+            for d in client.get("/_dash-dependencies").json()
+            if any(i["id"] == button for i in d["inputs"])
+        )
+        outs = dep["output"].strip(".").split("...")
+        return client.post(
+            "/_dash-update-component",
+            json={
+                "output": dep["output"],
+                "outputs": [
+                    {"id": o.rsplit(".", 1)[0], "property": o.rsplit(".", 1)[1]} for o in outs
+                ],
+                "inputs": [
+                    {
+                        "id": i["id"],
+                        "property": "n_clicks",
+                        "value": 1 if i["id"] == button else None,
+                    }
+                    for i in dep["inputs"]
+                ],
+                "changedPropIds": [f"{button}.n_clicks"],
+                "state": [{"id": "admin-token-id", "property": "value", "value": token_id}],
+            },
+        )
+
+    with secured.login("ada") as admin:
+        admin.get("/admin")
+        rotated = press(admin, "admin-rotate")
+        assert "Rotated" in rotated.text, rotated.text
+        new = re.search(r"tks_[A-Za-z0-9]{38}", rotated.text).group(0)
+        with secured.client(plain) as old:
+            assert old.post("/v1/requests", json=batch(1, "old")).status_code == 401
+        token_id = new[4:12]
+        assert "Revoked" in press(admin, "admin-revoke").text
+        with secured.client(new) as revoked:
+            assert revoked.post("/v1/requests", json=batch(1, "new")).status_code == 401

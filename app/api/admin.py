@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from app.deps import DbDep
 from app.storage import tokens, users
 from app.storage.tokens import TokenInfo
-from ingest.auth import forget_tokens, require_scope
+from ingest.auth import forget_credentials, require_scope
 
 router = APIRouter(tags=["admin"], dependencies=[Depends(require_scope("admin"))])
 _ERRORS = {
@@ -94,7 +94,7 @@ def rotate_token(token_id: str, request: Request, db: DbDep) -> TokenCreated:
     rotated = tokens.rotate(db.cursor(), token_id)
     if rotated is None:
         raise HTTPException(404, f"no live token with id {token_id!r}; see GET /api/tokens")
-    forget_tokens(request.app.state)
+    forget_credentials(request.app.state)
     return TokenCreated(token=rotated[0], info=TokenOut.of(rotated[1]))
 
 
@@ -107,7 +107,7 @@ def revoke_token(token_id: str, request: Request, db: DbDep) -> Response:
     """Revoke a token; it stops working with the next request."""
     if not tokens.revoke(db.cursor(), token_id):
         raise HTTPException(404, f"no live token with id {token_id!r}; see GET /api/tokens")
-    forget_tokens(request.app.state)
+    forget_credentials(request.app.state)
     return Response(status_code=204)
 
 
@@ -136,5 +136,5 @@ def remove_user(name: str, request: Request, db: DbDep) -> Response:
     """Remove a user; their sessions end at once."""
     if not users.remove(db.cursor(), name):
         raise HTTPException(404, f"no user named {name!r}; see GET /api/users")
-    request.app.state.session_cache.clear()
+    forget_credentials(request.app.state)
     return Response(status_code=204)

@@ -10,7 +10,6 @@ When auth is off (a loopback demo), everyone is let in and pages say so."""
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.auth import cookies, principal
 from app.auth.principal import Principal
+from app.config import is_loopback
 from app.storage import sessions
 from ingest.auth import AuthError, check_bearer
 
@@ -71,16 +71,6 @@ def session_principal(
         cache.clear()
     cache[session_id] = (mono, who)
     return who, session_id
-
-
-def _loopback(name: str) -> bool:
-    """`localhost` or a loopback address (a name like 127.example.com is neither)."""
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def _kind(path: str) -> str:
@@ -167,8 +157,8 @@ class AuthGate:
         name = host[1:].split("]")[0] if host.startswith("[") else host.rsplit(":", 1)[0]
         client = request.client.host if request.client else ""
         return (
-            _loopback(name)
-            and _loopback(client)
+            is_loopback(name)
+            and is_loopback(client)
             and not any(h in request.headers for h in PROXY_HEADERS)
         )
 
@@ -210,8 +200,10 @@ class AuthGate:
         request = Request(scope)
         path, method = scope["path"], scope["method"]
         kind = _kind(path)
-        if kind == "ingest":
-            return None, None  # the routes check their own `ingest` tokens
+        if kind == "ingest" or path.startswith(PUBLIC_PREFIXES):
+            # Ingest routes check their own `ingest` tokens; static files are for anyone, and
+            # a page load fetches a dozen of them: no session look-up for those.
+            return None, None
         if cookies.same(request.headers.get(WARM_UP_HEADER), self.state.warm_up_key):
             return Principal("warm-up", "viewer", "open"), None
         if not self.enabled:

@@ -43,18 +43,20 @@ def _secure(request: Request) -> bool:
     return request.url.scheme == "https" or public.startswith("https://")
 
 
+def _cookie(
+    response: Response, name: str, value: str, max_age: int, secure: bool, readable: bool = False
+) -> None:
+    """Set one of our cookies: SameSite=Lax, HttpOnly unless the page must read it."""
+    response.set_cookie(
+        name, value, max_age=max_age, httponly=not readable, samesite="lax", secure=secure
+    )
+
+
 def _page(request: Request, status: int = 200, **values: str) -> HTMLResponse:
     nonce = secrets.token_urlsafe(24)
     context = {"message": "", "kind": "", "username": "", "next": "/", **values, "nonce": nonce}
     response = HTMLResponse(_TEMPLATES.get_template("login.html").render(context), status)
-    response.set_cookie(
-        cookies.LOGIN_COOKIE,
-        nonce,
-        max_age=3600,
-        httponly=True,
-        samesite="lax",
-        secure=_secure(request),
-    )
+    _cookie(response, cookies.LOGIN_COOKIE, nonce, 3600, _secure(request))
     response.headers["Cache-Control"] = "no-store"
     return response
 
@@ -141,23 +143,16 @@ async def login(request: Request) -> Response:
     response = RedirectResponse(target, 303)
     secure = _secure(request)
     max_age = int(ttl.total_seconds())
-    response.set_cookie(
+    _cookie(
+        response,
         cookies.SESSION_COOKIE,
         cookies.sign(state.signing_key, session_id),
-        max_age=max_age,
-        httponly=True,
-        samesite="lax",
-        secure=secure,
+        max_age,
+        secure,
     )
     # Readable by the page on purpose: Dash's renderer echoes it as X-CSRFToken.
-    response.set_cookie(
-        cookies.CSRF_COOKIE,
-        cookies.csrf_for(state.signing_key, session_id),
-        max_age=max_age,
-        httponly=False,
-        samesite="lax",
-        secure=secure,
-    )
+    csrf = cookies.csrf_for(state.signing_key, session_id)
+    _cookie(response, cookies.CSRF_COOKIE, csrf, max_age, secure, readable=True)
     response.delete_cookie(cookies.LOGIN_COOKIE, secure=secure, httponly=True, samesite="lax")
     return response
 

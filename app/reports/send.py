@@ -13,7 +13,7 @@ from datetime import datetime
 from email.message import EmailMessage
 from email.utils import getaddresses
 
-from app.config import Settings
+from app.config import Settings, is_loopback
 from app.reports.build import report_for
 from app.reports.render import compose
 from app.reports.schedule import canonical_week, week_bounds
@@ -53,20 +53,13 @@ def recipients_of(
     return to, [b for b in dict.fromkeys(bcc) if b not in to]
 
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
-
-
 def transmit(
     msg: EmailMessage, settings: Settings, bcc: list[str], timeout: float = 30.0
 ) -> str | None:
     """One SMTP delivery (STARTTLS, implicit TLS or plain, optional login). Returns the
     recipients the server refused, if some were taken. Raises PermanentFailure when retrying
     cannot help; other exceptions are temporary."""
-    if (
-        settings.smtp_user
-        and settings.smtp_tls == "none"
-        and (settings.smtp_host not in LOOPBACK_HOSTS)
-    ):
+    if settings.smtp_user and settings.smtp_tls == "none" and not is_loopback(settings.smtp_host):
         raise PermanentFailure(
             "refusing to send the SMTP password unencrypted: set TOKENSHAPE_SMTP_TLS to "
             "starttls or ssl"

@@ -52,11 +52,6 @@ def end(con: duckdb.DuckDBPyConnection, session_id: str) -> None:
     con.execute("DELETE FROM sessions WHERE id_hash = ?", [_hash(session_id)])
 
 
-def end_all(con: duckdb.DuckDBPyConnection, user: str) -> None:
-    """Log a user out everywhere (after a password or role change)."""
-    con.execute("DELETE FROM sessions WHERE user_name = ?", [user])
-
-
 def prune(con: duckdb.DuckDBPyConnection, now: datetime) -> None:
     """Forget expired sessions."""
     con.execute("DELETE FROM sessions WHERE expires_at <= ?", [now])

@@ -104,13 +104,17 @@ def list_tokens(con: duckdb.DuckDBPyConnection) -> list[TokenInfo]:
     return [_info(r) for r in rows]
 
 
+def _id_of(token_id: str) -> str:
+    """A token's id from its id or its displayed prefix (`tks_abcdefgh…`)."""
+    return token_id.removeprefix(PREFIX).rstrip("…")[:8]
+
+
 def revoke(con: duckdb.DuckDBPyConnection, token_id: str) -> bool:
     """Revoke by id (or by display prefix); False if no live token matched."""
-    token_id = token_id.removeprefix(PREFIX).rstrip("…")[:8]
     row = first_row(
         con,
         "UPDATE tokens SET revoked_at = now() WHERE id = ? AND revoked_at IS NULL RETURNING id",
-        [token_id],
+        [_id_of(token_id)],
     )
     return row is not None
 
@@ -118,7 +122,7 @@ def revoke(con: duckdb.DuckDBPyConnection, token_id: str) -> bool:
 def rotate(con: duckdb.DuckDBPyConnection, token_id: str) -> tuple[str, TokenInfo] | None:
     """Replace a live token by a new one with the same gateway and scope; the old one is
     revoked in the same transaction. None if no live token matched."""
-    token_id = token_id.removeprefix(PREFIX).rstrip("…")[:8]
+    token_id = _id_of(token_id)
     row = first_row(
         con, "SELECT gateway, scope FROM tokens WHERE id = ? AND revoked_at IS NULL", [token_id]
     )

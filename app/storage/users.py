@@ -77,20 +77,22 @@ def authenticate(con: duckdb.DuckDBPyConnection, name: str, password: str) -> Us
 
 
 def set_password(con: duckdb.DuckDBPyConnection, name: str, password: str) -> bool:
-    """Change a password; False if there is no such user."""
+    """Change a password and end the user's sessions; False if there is no such user."""
     check_strength(password)
     row = first_row(
         con,
         "UPDATE users SET password_hash = ? WHERE name = ? RETURNING name",
         [hash_password(password), name],
     )
+    con.execute("DELETE FROM sessions WHERE user_name = ?", [name])
     return row is not None
 
 
 def set_role(con: duckdb.DuckDBPyConnection, name: str, role: str) -> bool:
-    """Change a role; False if there is no such user."""
+    """Change a role and end the user's sessions; False if there is no such user."""
     _check(name, role)
     row = first_row(con, "UPDATE users SET role = ? WHERE name = ? RETURNING name", [role, name])
+    con.execute("DELETE FROM sessions WHERE user_name = ?", [name])
     return row is not None
 
 

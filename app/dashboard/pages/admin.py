@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from dash import Dash, Input, Output, State, dcc, html, no_update
+from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 
 from app.auth import principal
 from app.dashboard import ids
@@ -151,9 +151,11 @@ def _note(text: str, secret: str | None = None) -> html.Div:
     return html.Div(parts, className="card")
 
 
-def register(app: Dash, db: Database, forget_tokens: Callable[[], None]) -> None:
-    # forget_tokens drops the server's cached tokens and sessions: revocations act at once.
-    """Register /admin and its callbacks (each checks the caller is an admin)."""
+def register(app: Dash, db: Database, forget_credentials: Callable[[], None]) -> None:
+    """Register /admin and its callbacks (each checks the caller is an admin).
+
+    `forget_credentials` drops the server's cached tokens and sessions, so a revocation or a
+    removal acts on the very next request."""
     register_page(__name__, "/admin", "Admin", 9, lambda **_query: layout_for(db))
     token_outputs = (
         Output(ids.ADMIN_RESULT, "children", allow_duplicate=True),
@@ -197,44 +199,32 @@ def register(app: Dash, db: Database, forget_tokens: Callable[[], None]) -> None
     @app.callback(
         *token_outputs,
         Input(ids.ADMIN_ROTATE, "n_clicks"),
-        State(ids.ADMIN_TOKEN_ID, "value"),
-        prevent_initial_call=True,
-    )
-    async def _rotate(_n, token_id):
-        if not principal.is_admin():
-            return _note(ADMINS_ONLY), no_update, no_update
-
-        def work() -> tuple:
-            rotated = tokens.rotate(db.cursor(), token_id or "")
-            if rotated is None:
-                return token_answer(_note("Choose a live token to rotate."))
-            forget_tokens()
-            plain, info = rotated
-            return token_answer(
-                _note(
-                    f"Rotated: the old token stopped working; the new one is {info.display}. "
-                    "Copy it now: it is not shown again.",
-                    plain,
-                )
-            )
-
-        return await asyncio.to_thread(work)
-
-    @app.callback(
-        *token_outputs,
         Input(ids.ADMIN_REVOKE, "n_clicks"),
         State(ids.ADMIN_TOKEN_ID, "value"),
         prevent_initial_call=True,
     )
-    async def _revoke(_n, token_id):
+    async def _rotate_or_revoke(_rotate, _revoke, token_id):
         if not principal.is_admin():
             return _note(ADMINS_ONLY), no_update, no_update
+        rotating = ctx.triggered_id == ids.ADMIN_ROTATE
 
         def work() -> tuple:
-            if not tokens.revoke(db.cursor(), token_id or ""):
-                return token_answer(_note("Choose a live token to revoke."))
-            forget_tokens()
-            return token_answer(_note("Revoked: the token stopped working."))
+            if not rotating:
+                if not tokens.revoke(db.cursor(), token_id or ""):
+                    return token_answer(_note("Choose a live token to revoke."))
+                forget_credentials()
+                return token_answer(_note("Revoked: the token stopped working."))
+            rotated = tokens.rotate(db.cursor(), token_id or "")
+            if rotated is None:
+                return token_answer(_note("Choose a live token to rotate."))
+            forget_credentials()
+            return token_answer(
+                _note(
+                    f"Rotated: the old token stopped working; the new one is "
+                    f"{rotated[1].display}. Copy it now: it is not shown again.",
+                    rotated[0],
+                )
+            )
 
         return await asyncio.to_thread(work)
 
@@ -281,7 +271,7 @@ def register(app: Dash, db: Database, forget_tokens: Callable[[], None]) -> None
         def work() -> tuple:
             if not users.remove(db.cursor(), (name or "").strip()):
                 return _note(f"No user named {name!r}."), users_table(db)
-            forget_tokens()
+            forget_credentials()
             return _note(f"Removed {name}; their sessions ended."), users_table(db)
 
         return await asyncio.to_thread(work)
