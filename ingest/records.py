@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
 
 import msgspec
 import numpy as np
 import pyarrow as pa
+from msgspec.structs import astuple
 
 from app.storage.batches import Reject
 from app.storage.schema import REQUESTS_SCHEMA
@@ -87,7 +89,7 @@ def _parse_time(text: str) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def _started_us(values: list, received_us: int) -> tuple[np.ndarray, dict[int, str]]:
+def _started_us(values: Sequence, received_us: int) -> tuple[np.ndarray, dict[int, str]]:
     """started_at as epoch microseconds; absent means the receive time. Returns bad positions."""
     try:  # fast path, all C: every value is an ISO 8601 string with a zone, or absent
         arr = pa.array(values, pa.string()).cast(pa.timestamp("us", tz="UTC"))
@@ -136,7 +138,9 @@ def to_rows(
     rejects: list[Reject] = []
     n = len(records)
     received_us = int((received_at - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(microseconds=1))
-    cols = {name: [getattr(r, name) for r in records] for name in FIELDS}
+    # One C-level pass: each record to a tuple, then transposed into one sequence per field.
+    columns = zip(*map(astuple, records), strict=True) if records else [()] * len(FIELDS)
+    cols: dict[str, Sequence] = dict(zip(FIELDS, columns, strict=True))
     started, bad_time = _started_us(cols["started_at"], received_us)
     ttft = pa.array(cols["ttft_ms"], pa.float64())
     e2e = pa.array(cols["e2e_ms"], pa.float64())
@@ -167,7 +171,7 @@ def to_rows(
     for i, message in sorted(bad.items()):
         rejects.append(Reject(indexes[i], message.split(":", 1)[0], message, raw_of(records[i])))
 
-    rid = cols["request_id"]
+    rid = list(cols["request_id"])
     for i, value in enumerate(rid):
         if value is None:
             rid[i] = content_id(records[i])

@@ -311,7 +311,10 @@ def test_headers_that_never_finish_are_cut_off(process):
             sent += 1000
     except OSError:
         pass
-    assert sent < 2_000_000  # cut off near the 64 KiB bound, not after megabytes
+    # Cut off: the server stops taking headers near the 64 KiB bound. What the client gets
+    # to send before the reset is that plus the kernel's socket buffers (megabytes when the
+    # machine is busy), so the bound here is loose; the memory check below is the tight one.
+    assert sent < 16_000_000
     try:
         status, _, message = _read_response(endless)
         assert status == 431 and b"larger than 65536 bytes" in message

@@ -10,7 +10,7 @@ from app.storage import migrate, schema
 from app.storage.batches import Batch
 from app.storage.database import Database
 from app.storage.ingest_store import RequestStore
-from app.storage.keys import KeyIndex
+from app.storage.keys import KeyIndex, key_hashes, stored_key_hashes
 from ingest.records import RecordIn, to_rows
 
 
@@ -95,3 +95,38 @@ def test_failed_flush_rolls_back_everything(tmp_path):
         assert db.cursor().execute("SELECT count(*) FROM requests").fetchone()[0] == 0
         (r,) = store.write([Batch("g", "t", now, _rows(["ok"]))])
         assert r.accepted == 1  # the rolled-back key was not remembered as stored
+
+
+def test_screen_passes_only_flushes_whose_rows_are_all_new(tmp_path):
+    """The writer's event-loop check: hashes when nothing can be a duplicate, else None (and
+    then write() checks row by row, with the same answers as without the screen)."""
+    now = datetime.now(UTC)
+    with Database(tmp_path / "sc.duckdb").open() as db:
+        store = RequestStore(db.new_cursor())
+        fresh = [Batch("g", "t", now, _rows(["a", "b"])), Batch("g", "t", now, _rows(["c"]))]
+        new = store.screen(fresh)
+        assert new is not None and [len(h) for h in new] == [2, 1]
+        assert [r.accepted for r in store.write(fresh, new)] == [2, 1]
+        # A key stored before, a key twice in one flush, a key in two batches: no pass.
+        assert store.screen([Batch("g", "t", now, _rows(["b", "z"]))]) is None
+        assert store.screen([Batch("g", "t", now, _rows(["y", "y"]))]) is None
+        twice = [Batch("g", "t", now, _rows(["x"])), Batch("g", "t", now, _rows(["x"]))]
+        assert store.screen(twice) is None
+        assert [(r.accepted, r.duplicates) for r in store.write(twice)] == [(1, 0), (0, 1)]
+        # Only rejects, no rows: nothing to hash, and the screen passes.
+        assert store.screen([Batch("g", "t", now, None)]) == [None]
+
+
+def test_key_hashes_match_for_rows_and_the_stored_table(tmp_path, monkeypatch):
+    """The index is rebuilt at start from the table with the hash the writer uses on batches
+    (Python's, salted per process): both must agree row for row."""
+    now = datetime.now(UTC)
+    rows = _rows([f"id-{i}" for i in range(1501)])
+    with Database(tmp_path / "kh.duckdb").open() as db:
+        RequestStore(db.new_cursor()).write([Batch("g", "t", now, rows)])
+        cur = db.new_cursor()
+        table = cur.sql("SELECT gateway, request_id FROM requests ORDER BY rowid").to_arrow_table()
+        monkeypatch.setattr("app.storage.keys._SCAN_ROWS", 100)  # read in 16 slices
+        assert sorted(stored_key_hashes(cur).tolist()) == sorted(key_hashes(table).tolist())
+        assert key_hashes(rows).tolist() == key_hashes(table).tolist()
+        assert len(set(key_hashes(rows).tolist())) == rows.num_rows

@@ -7,6 +7,8 @@ import time
 
 import httpx
 
+from app.storage.database import Database
+from app.storage.writer import Writer
 from tests.conftest import serve
 from tests.fixtures import batch
 
@@ -79,3 +81,59 @@ def test_saturated_writer_answers_503_with_retry_after(settings):
         assert live.scalar("SELECT count(*) FROM requests") == 4
     finally:
         gen.close()
+
+
+class _Clock:
+    """The writer module's clock: monotonic time that only sleep() moves."""
+
+    def __init__(self):
+        self.now = 1000.0
+        self.slept = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.slept += seconds
+
+
+class _Backlog:
+    def __init__(self, rows: int):
+        self.unmoved_rows = rows
+
+
+def test_the_mover_gathers_a_row_group_only_while_flushes_keep_coming(tmp_path, monkeypatch):
+    from app.storage import writer as module
+
+    clock = _Clock()
+    monkeypatch.setattr(module, "time", clock)
+    w = Writer(Database(tmp_path / "g.duckdb"))
+    try:
+        w._last_flush = clock.now - 1.0  # traffic paused: move at once
+        w._gather(_Backlog(10))
+        assert clock.slept == 0
+        w._prev_flush, w._last_flush = clock.now - 5.0, clock.now  # a lone flush: at once
+        w._gather(_Backlog(10))
+        assert clock.slept == 0
+        w._prev_flush = clock.now - 0.01  # two flushes in a row, a small backlog: wait a bit
+        w._gather(_Backlog(10))
+        assert module.QUIET_S <= clock.slept <= module.QUIET_S + 0.02
+
+        class Busy:  # flushes keep coming all along
+            @property
+            def unmoved_rows(self):
+                w._last_flush = clock.now
+                return 10
+
+        clock.slept = 0
+        w._gather(Busy())
+        assert module.MOVE_AFTER_S <= clock.slept <= module.MOVE_AFTER_S + 0.02
+        clock.slept = 0
+        w._prev_flush, w._last_flush = clock.now - 0.01, clock.now
+        w._gather(_Backlog(module.MOVE_ROWS))  # a whole row group: move now
+        w._stopping = True
+        w._gather(_Backlog(10))  # stopping: move now
+        assert clock.slept == 0
+    finally:
+        w._executor.shutdown()

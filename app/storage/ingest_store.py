@@ -12,12 +12,11 @@ import pyarrow.compute as pc
 
 from app.storage.batches import Batch, WriteResult, rejects_table
 from app.storage.journal import Journal
-from app.storage.keys import KeyIndex
+from app.storage.keys import KeyIndex, key_hashes, stored_key_hashes
 from app.storage.rows import first_row, rollback
 from app.storage.schema import REQUEST_COLUMNS
 
 _COLS = ", ".join(REQUEST_COLUMNS)
-_HASH = "hash(gateway, request_id)"
 log = logging.getLogger("tokenshape.store")
 
 
@@ -41,8 +40,7 @@ class RequestStore:
         self.moved_rows = 0  # rows moved from the journal into DuckDB since start
         if journal is not None:
             self.recovered = self._recover(journal)
-        hashes = con.execute(f"SELECT {_HASH} AS h FROM requests").fetchnumpy()["h"]
-        self.keys = KeyIndex(np.asarray(hashes, dtype=np.uint64))
+        self.keys = KeyIndex(stored_key_hashes(con))
         self._recorded: list[np.ndarray] | None = None  # hashes added while a reindex runs
 
     def _remember(self, hashes: np.ndarray) -> None:
@@ -64,10 +62,7 @@ class RequestStore:
         list only after its move committed, so each row is seen in one place or the other."""
         with self._lock:
             unmoved = list(self._pending + self._moving)
-        parts = [self._hashes(unmoved, con)]
-        table = con.execute(f"SELECT {_HASH} AS h FROM requests").fetchnumpy()["h"]
-        parts.append(np.asarray(table, dtype=np.uint64))
-        return np.concatenate(parts)
+        return np.concatenate([self._hashes(unmoved), stored_key_hashes(con)])
 
     def finish_reindex(self, hashes: np.ndarray | None) -> int:
         """Swap in the rebuilt index (None: give up); returns its size (writer thread)."""
@@ -107,31 +102,48 @@ class RequestStore:
             log.info("recovered %d journaled requests into the database", restored)
         return restored
 
-    def write(self, batches: list[Batch]) -> list[WriteResult]:
+    def screen(self, batches: list[Batch]) -> list[np.ndarray | None] | None:
+        """Each batch's key hashes when no row of the flush can be a duplicate (the common
+        case: no key repeats within it and none is in the index); None when some may be,
+        for `write` to check exactly.
+
+        Quick numpy work, so the writer runs it on the event loop, where it needs no GIL
+        hand-offs with the loop's parsing; only `write` (the journal, DuckDB) goes to the
+        writer thread. The index changes only in `write`, which never overlaps a screen."""
+        hashes = self._batch_hashes(batches)
+        known = [h for h in hashes if h is not None]
+        flat = np.concatenate(known) if known else np.empty(0, dtype=np.uint64)
+        ordered = np.sort(flat)
+        if (ordered[1:] == ordered[:-1]).any() or self.keys.any_of(flat):
+            return None
+        return hashes
+
+    def write(
+        self, batches: list[Batch], new: list[np.ndarray | None] | None = None
+    ) -> list[WriteResult]:
         """Store every batch in one transaction; returns per-batch counts, in order.
 
-        One INSERT for all rows of the flush and one for all rejects: DuckDB's cost is mostly
-        per statement, so the batches are deduplicated here and inserted together.
+        `new` is what `screen` returned: every row is new and these are its key hashes.
+        Without it each row is checked against the flush, the index and, on an index hit,
+        exactly against the journal and the table. One INSERT for all rows of the flush and
+        one for all rejects: DuckDB's cost is mostly per statement.
         """
-        with_rows = [b.rows for b in batches if b.rows is not None and b.rows.num_rows]
-        all_hashes = self._hashes(with_rows)  # one query for the whole flush
+        hashes = new if new is not None else self._batch_hashes(batches)
         results: list[WriteResult] = []
         kept_rows: list[pa.Table] = []
         kept_hashes: list[np.ndarray] = []
-        offset = 0
-        for batch in batches:
+        for batch, batch_hashes in zip(batches, hashes, strict=True):
             rows = batch.rows
             accepted = 0
-            if rows is not None and rows.num_rows:
-                hashes = all_hashes[offset : offset + rows.num_rows]
-                offset += rows.num_rows
-                keep = self._fresh_mask(rows, hashes, kept_rows, kept_hashes)
-                if not keep.all():
-                    rows = rows.filter(pa.array(keep))
-                    hashes = hashes[keep]
+            if rows is not None and batch_hashes is not None:
+                if new is None:
+                    keep = self._fresh_mask(rows, batch_hashes, kept_rows, kept_hashes)
+                    if not keep.all():
+                        rows = rows.filter(pa.array(keep))
+                        batch_hashes = batch_hashes[keep]
                 if rows.num_rows:
                     kept_rows.append(rows)
-                    kept_hashes.append(hashes)
+                    kept_hashes.append(batch_hashes)
                 accepted = rows.num_rows
             total = 0 if batch.rows is None else batch.rows.num_rows
             results.append(WriteResult(accepted, total - accepted, len(batch.rejects)))
@@ -141,8 +153,8 @@ class RequestStore:
             with self._lock:  # the mover rotates segments under the same lock
                 self.journal.append(rows)
                 self._pending.append(rows)
-            for hashes in kept_hashes:  # durable now, whatever happens to the rejects below
-                self._remember(hashes)
+            for h in kept_hashes:  # durable now, whatever happens to the rejects below
+                self._remember(h)
             kept_rows, kept_hashes = [], []
         if not kept_rows and not rejects:
             return results
@@ -156,8 +168,8 @@ class RequestStore:
         except BaseException:
             rollback(self.con)
             raise
-        for hashes in kept_hashes:  # only now are these rows durable
-            self._remember(hashes)
+        for h in kept_hashes:  # only now are these rows durable
+            self._remember(h)
         return results
 
     def _insert(self, table: str, cols: str, rows: pa.Table, con=None) -> None:
@@ -200,18 +212,19 @@ class RequestStore:
             path.unlink(missing_ok=True)
         return moved
 
-    def _hashes(self, tables: list[pa.Table], con=None) -> np.ndarray:
-        """DuckDB's 64-bit hash of (gateway, request_id) for every row, in order."""
+    @staticmethod
+    def _hashes(tables: list[pa.Table]) -> np.ndarray:
+        """key_hashes of every row of the tables, in order."""
         if not tables:
             return np.empty(0, dtype=np.uint64)
-        con = con or self.con
-        keys = pa.concat_tables([t.select(["gateway", "request_id"]) for t in tables])
-        con.register("staged_keys", keys)
-        try:
-            out = con.execute(f"SELECT {_HASH} AS h FROM staged_keys").fetchnumpy()["h"]
-        finally:
-            con.unregister("staged_keys")
-        return np.asarray(out, dtype=np.uint64)
+        return np.concatenate([key_hashes(t) for t in tables])
+
+    @staticmethod
+    def _batch_hashes(batches: list[Batch]) -> list[np.ndarray | None]:
+        """Each batch's key hashes, in row order (None: the batch has no rows)."""
+        return [
+            key_hashes(b.rows) if b.rows is not None and b.rows.num_rows else None for b in batches
+        ]
 
     def _fresh_mask(
         self,

@@ -46,10 +46,12 @@ class Journal:
                 self._path = self.directory / f"segment-{self._next:09d}.arrow"
                 self._next += 1
                 self._good = 0
-                self._file = open(self._path, "wb")  # noqa: SIM115 - kept open across appends
+                # Arrow's own file, not a Python one: the IPC writer then never calls back
+                # into Python (each call a GIL hand-off with the busy event loop).
+                self._file = pa.OSFile(str(self._path), "wb")
                 self._writer = ipc.new_stream(self._file, self.schema)
             assert self._file is not None
-            self._writer.write_table(rows.cast(self.schema))
+            self._writer.write_table(rows if rows.schema == self.schema else rows.cast(self.schema))
             self._file.flush()
             os.fsync(self._file.fileno())
         except BaseException:

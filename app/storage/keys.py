@@ -7,7 +7,30 @@ against the table before a row is called a duplicate. Memory: 8 bytes per stored
 
 from __future__ import annotations
 
+import duckdb
 import numpy as np
+import pyarrow as pa
+
+_SCAN_ROWS = 200_000
+
+
+def key_hashes(rows: pa.Table | pa.RecordBatch) -> np.ndarray:
+    """A 64-bit hash of (gateway, request_id) for every row, in order.
+
+    Python's own string hash: about 0.2 us a row, where a DuckDB query costs a millisecond
+    or more per call in the writer. It is salted per process, which suits an index that
+    lives in memory and is rebuilt from the table at every start (`stored_key_hashes`)."""
+    gateways = rows.column("gateway").to_pylist()
+    ids = rows.column("request_id").to_pylist()
+    out = np.fromiter(map(hash, zip(gateways, ids, strict=True)), np.int64, len(ids))
+    return out.view(np.uint64)
+
+
+def stored_key_hashes(con: duckdb.DuckDBPyConnection) -> np.ndarray:
+    """key_hashes of every row of `requests`, read in slices so memory stays bounded."""
+    reader = con.sql("SELECT gateway, request_id FROM requests").to_arrow_reader(_SCAN_ROWS)
+    parts = [key_hashes(batch) for batch in reader]
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
 
 
 class KeyIndex:
@@ -20,6 +43,10 @@ class KeyIndex:
 
     def __len__(self) -> int:
         return sum(len(level) for level in self._levels)
+
+    def any_of(self, hashes: np.ndarray) -> bool:
+        """True when any of the hashes may already be stored."""
+        return bool(len(hashes)) and bool(self.contains(hashes).any())
 
     def contains(self, hashes: np.ndarray) -> np.ndarray:
         """Boolean mask: which of the hashes may already be stored."""

@@ -19,6 +19,14 @@ from app.storage.schema import REQUESTS_SCHEMA
 
 log = logging.getLogger("tokenshape.writer")
 
+# DuckDB writes an insert of a whole row group (122,880 rows) straight to the database's
+# blocks instead of through its WAL; measured, a mover that waits for that much under steady
+# traffic spends 2.3 us per row instead of 3.6. Rows wait at most MOVE_AFTER_S to be visible,
+# and move as soon as traffic pauses for QUIET_S.
+MOVE_ROWS = 122_880
+MOVE_AFTER_S = 1.0
+QUIET_S = 0.05
+
 
 class WriterSaturated(Exception):
     """The queue is full; the client should retry after `retry_after` seconds."""
@@ -99,6 +107,8 @@ class Writer:
         self._mover: threading.Thread | None = None
         self._move_wanted = threading.Event()
         self._stopping = False
+        self._last_flush = 0.0  # time.monotonic() of the last committed flush
+        self._prev_flush = 0.0  # ... and of the one before it
         self.last_move_error: str | None = None
 
     @property
@@ -143,6 +153,7 @@ class Writer:
             while True:
                 self._move_wanted.wait(timeout=0.5)
                 self._move_wanted.clear()
+                self._gather(store)
                 try:
                     while store.unmoved_rows:
                         store.move(con)
@@ -169,6 +180,22 @@ class Writer:
                     return
         finally:
             con.close()
+
+    def _gather(self, store: RequestStore) -> None:
+        """While flushes keep coming, let journaled rows gather up to a row group (bounded).
+
+        A lone flush (the one before it longer than QUIET_S ago) moves at once, so a record
+        shipped on its own is queryable a moment after its answer."""
+        since = time.monotonic()
+        if self._last_flush - self._prev_flush >= QUIET_S:
+            return
+        while (
+            not self._stopping
+            and store.unmoved_rows < MOVE_ROWS
+            and time.monotonic() - since < MOVE_AFTER_S
+            and time.monotonic() - self._last_flush < QUIET_S
+        ):
+            time.sleep(0.01)
 
     @property
     def unmoved_rows(self) -> int:
@@ -243,8 +270,9 @@ class Writer:
         batches = [batch for batch, _ in items]
         started = time.perf_counter()
         try:
+            new = self._store.screen(batches)
             results = await asyncio.get_running_loop().run_in_executor(
-                self._executor, self._store.write, batches
+                self._executor, self._store.write, batches, new
             )
         except Exception as exc:  # the batch is not stored; every waiter gets the error
             log.error("writer flush of %d batches failed: %s", len(batches), exc)
@@ -259,6 +287,7 @@ class Writer:
             self.stats.batches += len(batches)
             self.stats.last_flush_ms = elapsed * 1000
             self.stats.last_error = None
+            self._prev_flush, self._last_flush = self._last_flush, time.monotonic()
             self._move_wanted.set()
             for (_, future), result in zip(items, results, strict=True):
                 self.stats.rows_accepted += result.accepted
