@@ -98,23 +98,24 @@ def test_failed_flush_rolls_back_everything(tmp_path):
 
 
 def test_screen_passes_only_flushes_whose_rows_are_all_new(tmp_path):
-    """The writer's event-loop check: hashes when nothing can be a duplicate, else None (and
-    then write() checks row by row, with the same answers as without the screen)."""
+    """The writer's event-loop check: all_new when nothing can be a duplicate (else write()
+    checks row by row, with the same answers as without the screen)."""
     now = datetime.now(UTC)
     with Database(tmp_path / "sc.duckdb").open() as db:
         store = RequestStore(db.new_cursor())
         fresh = [Batch("g", "t", now, _rows(["a", "b"])), Batch("g", "t", now, _rows(["c"]))]
         new = store.screen(fresh)
-        assert new is not None and [len(h) for h in new] == [2, 1]
+        assert new.all_new and [len(h) for h in new.hashes] == [2, 1]
         assert [r.accepted for r in store.write(fresh, new)] == [2, 1]
         # A key stored before, a key twice in one flush, a key in two batches: no pass.
-        assert store.screen([Batch("g", "t", now, _rows(["b", "z"]))]) is None
-        assert store.screen([Batch("g", "t", now, _rows(["y", "y"]))]) is None
+        assert not store.screen([Batch("g", "t", now, _rows(["b", "z"]))]).all_new
+        assert not store.screen([Batch("g", "t", now, _rows(["y", "y"]))]).all_new
         twice = [Batch("g", "t", now, _rows(["x"])), Batch("g", "t", now, _rows(["x"]))]
-        assert store.screen(twice) is None
+        assert not store.screen(twice).all_new
         assert [(r.accepted, r.duplicates) for r in store.write(twice)] == [(1, 0), (0, 1)]
         # Only rejects, no rows: nothing to hash, and the screen passes.
-        assert store.screen([Batch("g", "t", now, None)]) == [None]
+        only_rejects = store.screen([Batch("g", "t", now, None)])
+        assert only_rejects.all_new and only_rejects.hashes == [None]
 
 
 def test_key_hashes_match_for_rows_and_the_stored_table(tmp_path, monkeypatch):

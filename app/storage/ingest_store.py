@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass
 
 import duckdb
 import numpy as np
@@ -18,6 +19,15 @@ from app.storage.schema import REQUEST_COLUMNS
 
 _COLS = ", ".join(REQUEST_COLUMNS)
 log = logging.getLogger("tokenshape.store")
+
+
+@dataclass(frozen=True)
+class Screened:
+    """What `RequestStore.screen` found: each batch's key hashes (None: no rows), and whether
+    every row of the flush is new."""
+
+    hashes: list[np.ndarray | None]
+    all_new: bool
 
 
 class RequestStore:
@@ -62,7 +72,7 @@ class RequestStore:
         list only after its move committed, so each row is seen in one place or the other."""
         with self._lock:
             unmoved = list(self._pending + self._moving)
-        return np.concatenate([self._hashes(unmoved), stored_key_hashes(con)])
+        return np.concatenate([*(key_hashes(t) for t in unmoved), stored_key_hashes(con)])
 
     def finish_reindex(self, hashes: np.ndarray | None) -> int:
         """Swap in the rebuilt index (None: give up); returns its size (writer thread)."""
@@ -102,41 +112,40 @@ class RequestStore:
             log.info("recovered %d journaled requests into the database", restored)
         return restored
 
-    def screen(self, batches: list[Batch]) -> list[np.ndarray | None] | None:
-        """Each batch's key hashes when no row of the flush can be a duplicate (the common
-        case: no key repeats within it and none is in the index); None when some may be,
-        for `write` to check exactly.
+    def screen(self, batches: list[Batch]) -> Screened:
+        """Each batch's key hashes, and whether no row of the flush can be a duplicate (the
+        common case: no key repeats within it and none is in the index).
 
         Quick numpy work, so the writer runs it on the event loop, where it needs no GIL
         hand-offs with the loop's parsing; only `write` (the journal, DuckDB) goes to the
         writer thread. The index changes only in `write`, which never overlaps a screen."""
-        hashes = self._batch_hashes(batches)
+        hashes = [
+            key_hashes(b.rows) if b.rows is not None and b.rows.num_rows else None for b in batches
+        ]
         known = [h for h in hashes if h is not None]
         flat = np.concatenate(known) if known else np.empty(0, dtype=np.uint64)
         ordered = np.sort(flat)
-        if (ordered[1:] == ordered[:-1]).any() or self.keys.any_of(flat):
-            return None
-        return hashes
+        repeats = bool((ordered[1:] == ordered[:-1]).any())
+        return Screened(hashes, not repeats and not self.keys.any_of(flat))
 
-    def write(
-        self, batches: list[Batch], new: list[np.ndarray | None] | None = None
-    ) -> list[WriteResult]:
+    def write(self, batches: list[Batch], screened: Screened | None = None) -> list[WriteResult]:
         """Store every batch in one transaction; returns per-batch counts, in order.
 
-        `new` is what `screen` returned: every row is new and these are its key hashes.
-        Without it each row is checked against the flush, the index and, on an index hit,
-        exactly against the journal and the table. One INSERT for all rows of the flush and
-        one for all rejects: DuckDB's cost is mostly per statement.
+        `screened` is what `screen` said of these batches (screened here when not given).
+        Unless every row is new, each is checked against the flush, the index and, on an
+        index hit, exactly against the journal and the table. One INSERT for all rows of the
+        flush and one for all rejects: DuckDB's cost is mostly per statement.
         """
-        hashes = new if new is not None else self._batch_hashes(batches)
+        if screened is None:
+            screened = self.screen(batches)
         results: list[WriteResult] = []
         kept_rows: list[pa.Table] = []
         kept_hashes: list[np.ndarray] = []
-        for batch, batch_hashes in zip(batches, hashes, strict=True):
+        for batch, batch_hashes in zip(batches, screened.hashes, strict=True):
             rows = batch.rows
             accepted = 0
             if rows is not None and batch_hashes is not None:
-                if new is None:
+                if not screened.all_new:
                     keep = self._fresh_mask(rows, batch_hashes, kept_rows, kept_hashes)
                     if not keep.all():
                         rows = rows.filter(pa.array(keep))
@@ -211,20 +220,6 @@ class RequestStore:
         for path in segments:
             path.unlink(missing_ok=True)
         return moved
-
-    @staticmethod
-    def _hashes(tables: list[pa.Table]) -> np.ndarray:
-        """key_hashes of every row of the tables, in order."""
-        if not tables:
-            return np.empty(0, dtype=np.uint64)
-        return np.concatenate([key_hashes(t) for t in tables])
-
-    @staticmethod
-    def _batch_hashes(batches: list[Batch]) -> list[np.ndarray | None]:
-        """Each batch's key hashes, in row order (None: the batch has no rows)."""
-        return [
-            key_hashes(b.rows) if b.rows is not None and b.rows.num_rows else None for b in batches
-        ]
 
     def _fresh_mask(
         self,

@@ -186,9 +186,9 @@ class Writer:
 
         A lone flush (the one before it longer than QUIET_S ago) moves at once, so a record
         shipped on its own is queryable a moment after its answer."""
-        since = time.monotonic()
         if self._last_flush - self._prev_flush >= QUIET_S:
             return
+        since = time.monotonic()
         while (
             not self._stopping
             and store.unmoved_rows < MOVE_ROWS
@@ -270,9 +270,9 @@ class Writer:
         batches = [batch for batch, _ in items]
         started = time.perf_counter()
         try:
-            new = self._store.screen(batches)
+            screened = self._store.screen(batches)  # here, on the loop: see its docstring
             results = await asyncio.get_running_loop().run_in_executor(
-                self._executor, self._store.write, batches, new
+                self._executor, self._store.write, batches, screened
             )
         except Exception as exc:  # the batch is not stored; every waiter gets the error
             log.error("writer flush of %d batches failed: %s", len(batches), exc)
