@@ -28,29 +28,11 @@ class Server(NamedTuple):
 @contextmanager
 def served(db: Path, port: int) -> Iterator[Server]:
     """Serve db on a loopback port (quiet logs); yields it, then stops the server."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSHAPE_")}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--db", str(db), "--port", str(port)],
-        cwd=ROOT,
-        env={**env, "TOKENSHAPE_LOG_LEVEL": "warning"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
+    proc = start_server(db, port)
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/api/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        else:
-            raise SystemExit(f"the server on {url} did not become healthy")
-        yield Server(url, server.pid)
+        yield Server(f"http://127.0.0.1:{port}", proc.pid)
     finally:
-        server.terminate()
-        server.wait(timeout=60)
+        stop_server(proc)
 
 
 def tokenshape() -> list[str]:
@@ -86,16 +68,28 @@ def create_token(db: Path, gateway: str) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
-def start_server(db: Path, port: int, log: IO[bytes]) -> subprocess.Popen:
-    """`tokenshape serve` on 127.0.0.1 as a subprocess; returns once /api/health answers 200."""
+def start_server(
+    db: Path,
+    port: int,
+    log: IO[bytes] | int = subprocess.DEVNULL,
+    *,
+    stdout: IO[bytes] | int | None = None,
+    timeout_s: float = 300,
+    **settings: str,
+) -> subprocess.Popen:
+    """`tokenshape serve` on 127.0.0.1 as a subprocess; returns once /api/health answers 200.
+
+    Its stderr (and stdout, unless given) go to `log`. The only TOKENSHAPE_* settings it gets
+    are a warning log level and `settings` (e.g. TOKENSHAPE_HEADER_TIMEOUT_S="1.5")."""
     proc = subprocess.Popen(
         [*tokenshape(), "serve", "--db", str(db), "--host", "127.0.0.1", "--port", str(port)],
         cwd=ROOT,
-        env=clean_env(TOKENSHAPE_LOG_LEVEL="warning"),
-        stdout=log,
-        stderr=subprocess.STDOUT,
+        env=clean_env(**{"TOKENSHAPE_LOG_LEVEL": "warning", **settings}),
+        stdout=log if stdout is None else stdout,
+        stderr=log,
     )
-    deadline = time.monotonic() + 120
+    where = f"; see {log.name}" if hasattr(log, "name") else ""
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).status_code == 200:
@@ -103,11 +97,11 @@ def start_server(db: Path, port: int, log: IO[bytes]) -> subprocess.Popen:
         except httpx.HTTPError:
             pass
         if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode}; see {log.name}")
+            raise RuntimeError(f"the server exited with {proc.returncode}{where}")
         time.sleep(0.05)
     proc.kill()
     proc.wait()
-    raise RuntimeError(f"the server did not become healthy in 120 s; see {log.name}")
+    raise RuntimeError(f"the server did not become healthy in {timeout_s:g} s{where}")
 
 
 def stop_server(proc: subprocess.Popen) -> None:

@@ -15,6 +15,7 @@ import duckdb
 import httpx
 import pytest
 
+from bench._server import start_server
 from tests.conftest import free_port
 from tests.fixtures import batch
 
@@ -42,29 +43,6 @@ def cli(
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc
-
-
-def start_server(db: Path, port: int) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSHAPE_")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--db", str(db), "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None:
-            raise RuntimeError(proc.stdout.read().decode() if proc.stdout else "server died")
-        time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("server did not become healthy")
 
 
 def test_token_create_list_revoke(tmp_path):

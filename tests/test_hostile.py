@@ -4,10 +4,7 @@ format, hostile items inside good batches, a gzip bomb, slow bodies and slow hea
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -16,12 +13,11 @@ import httpx
 import pytest
 
 from app.config import Settings
+from bench._server import create_token, start_server
 from tests.conftest import free_port, serve
 from tests.fixtures import batch
 from tests.hostile import CORPUS, ITEMS, LIMITS, Payload, gzip_bomb
-from tests.test_cli_and_crash import cli
 
-ROOT = Path(__file__).resolve().parents[1]
 FORMAT = {
     "/v1/requests": "native",
     "/v1/litellm": "litellm",
@@ -130,32 +126,10 @@ def _status(pid: int) -> dict[str, int]:
 def process(tmp_path_factory):
     """`tokenshape serve` as a real subprocess with short header and body deadlines."""
     db = tmp_path_factory.mktemp("proc") / "p.duckdb"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSHAPE_")}
-    env |= {"TOKENSHAPE_HEADER_TIMEOUT_S": "1.5", "TOKENSHAPE_LOG_LEVEL": "warning"}
-    out = cli(
-        "token", "create", "--gateway", "bomber", "--scope", "ingest", "--db", str(db), env=env
-    ).stdout
-    token = out.strip().splitlines()[-1]
+    token = create_token(db, "bomber")
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--db", str(db), "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    proc = start_server(db, port, TOKENSHAPE_HEADER_TIMEOUT_S="1.5")
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            if httpx.get(url + "/api/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "no server")
-        time.sleep(0.2)
     try:
         yield proc, url, token, port
     finally:

@@ -5,11 +5,8 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
 import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +18,7 @@ from app.cli import main
 from app.config import Settings
 from app.storage import tokens
 from app.storage.database import Database
+from bench._server import start_server
 from tests.conftest import free_port
 from tests.fixtures import batch
 
@@ -116,28 +114,18 @@ def test_served_process_logs_json_lines_without_tokens(tmp_path: Path):
     with Database(db_path).open() as db:
         token, _ = tokens.create(db.cursor(), "gw-a", "ingest")
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSHAPE_")}
-    env.update(TOKENSHAPE_LOG_FORMAT="json", TOKENSHAPE_LOG_LEVEL="info")
     err_path = tmp_path / "stderr.log"
     with err_path.open("wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--db", str(db_path), "--port", str(port)],
-            cwd=tmp_path,
-            env=env,
+        proc = start_server(
+            db_path,
+            port,
+            err,
             stdout=subprocess.DEVNULL,
-            stderr=err,
+            TOKENSHAPE_LOG_FORMAT="json",
+            TOKENSHAPE_LOG_LEVEL="info",
         )
         try:
             url = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    httpx.get(url + "/metrics", timeout=2)
-                    break
-                except httpx.TransportError:
-                    assert proc.poll() is None, err_path.read_text()
-                    assert time.monotonic() < deadline, "the server did not start"
-                    time.sleep(0.1)
             ok = httpx.post(
                 url + "/v1/requests",
                 json=batch(2),
