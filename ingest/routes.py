@@ -24,6 +24,8 @@ from ingest.schemas import ErrorResponse, IngestResponse, ItemError
 
 log = logging.getLogger("tokenshape.ingest")
 router = APIRouter(tags=["ingest"])
+# The token of every ingest route: a bearer token with the `ingest` scope.
+IngestToken = Annotated[TokenInfo, Depends(require_scope("ingest"))]
 MAX_ERRORS = 100
 INLINE_DECODE_BYTES = 1024 * 1024
 
@@ -130,7 +132,7 @@ async def post_requests(
     settings: SettingsDep,
     writer: WriterDep,
     clock: ClockDep,
-    token: Annotated[TokenInfo, Depends(require_scope("ingest"))],
+    token: IngestToken,
 ) -> JSONResponse:
     """Take a batch of native records from a gateway."""
     return await _take(request, settings, writer, clock, token, "native", parse)
@@ -152,7 +154,7 @@ async def post_litellm(
     settings: SettingsDep,
     writer: WriterDep,
     clock: ClockDep,
-    token: Annotated[TokenInfo, Depends(require_scope("ingest"))],
+    token: IngestToken,
 ) -> JSONResponse:
     """Take LiteLLM's logs."""
     return await _take(request, settings, writer, clock, token, "litellm", litellm.parse)
@@ -174,7 +176,7 @@ async def post_traces(
     settings: SettingsDep,
     writer: WriterDep,
     clock: ClockDep,
-    token: Annotated[TokenInfo, Depends(require_scope("ingest"))],
+    token: IngestToken,
 ) -> Response:
     """Take OTLP traces from an OpenTelemetry SDK or Collector."""
     return await _otlp(request, settings, writer, clock, token, logs=False)
@@ -194,7 +196,7 @@ async def post_logs(
     settings: SettingsDep,
     writer: WriterDep,
     clock: ClockDep,
-    token: Annotated[TokenInfo, Depends(require_scope("ingest"))],
+    token: IngestToken,
 ) -> Response:
     """Take OTLP logs from an OpenTelemetry SDK or Collector."""
     return await _otlp(request, settings, writer, clock, token, logs=True)
