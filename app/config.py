@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     header_timeout_s: float = Field(
         10.0, gt=0, description="Longest a request's headers may take to arrive (then 408)."
     )
+    rollup_settle_s: float = Field(
+        60.0, ge=0, description="An hour's rollup is rebuilt once no write touched it this long."
+    )
     writer_queue_rows: int = Field(
         200_000, ge=1, description="Rows waiting for the writer before ingest answers 503."
     )

@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import pyarrow as pa
 
+from app.storage import rollups
 from app.storage.batches import Batch
 from app.storage.database import Database
 from app.storage.engines import get_profile, put_profile
@@ -338,6 +339,7 @@ def seed(
             stats.duplicates += result.duplicates
             if progress:
                 progress(n)
+        rollups.rebuild_all(store.con)  # the dashboard reads whole hours from them at once
     finally:
         store.con.close()
     cur = db.cursor()

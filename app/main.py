@@ -93,6 +93,7 @@ def create_app(
             flush_ms=settings.writer_flush_ms,
             raw_chars=settings.reject_raw_chars,
             observer=app.state.metrics,
+            rollup_settle_s=settings.rollup_settle_s,
         )
         await writer.start()
         app.state.writer = writer

@@ -21,16 +21,10 @@ class Filter:
     weekdays: tuple[int, ...] = ()  # local ISO weekdays in `tz`, 1 = Monday
     tz: str = "UTC"
 
-    def where(self) -> tuple[str, list]:
-        """SQL condition (never empty) and its parameters, in order."""
+    def dims_where(self) -> tuple[str, list]:
+        """The condition on the dimensions alone (also columns of the hourly rollups)."""
         parts: list[str] = ["TRUE"]
         params: list = []
-        if self.start is not None:
-            parts.append("started_at >= ?")
-            params.append(self.start)
-        if self.end is not None:
-            parts.append("started_at < ?")
-            params.append(self.end)
         for column, values in (
             ("model", self.models),
             ("engine", self.engines),
@@ -42,6 +36,21 @@ class Filter:
                 # A list parameter: one placeholder whatever the number of values.
                 parts.append(f"list_contains(?, {column})")
                 params.append(list(values))
+        return " AND ".join(parts), params
+
+    def where(self) -> tuple[str, list]:
+        """SQL condition (never empty) and its parameters, in order."""
+        parts: list[str] = ["TRUE"]
+        params: list = []
+        if self.start is not None:
+            parts.append("started_at >= ?")
+            params.append(self.start)
+        if self.end is not None:
+            parts.append("started_at < ?")
+            params.append(self.end)
+        dims, dim_params = self.dims_where()
+        parts.append(dims)
+        params += dim_params
         if self.hours:
             parts.append("list_contains(?, hour(started_at AT TIME ZONE ?))")
             params += [list(self.hours), self.tz]

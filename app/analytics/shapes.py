@@ -7,8 +7,10 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 
-from app.analytics.bins import case_sql, edges_for
+from app.analytics import rollup_source
+from app.analytics.bins import LOG2_EDGES, case_sql, edges_for
 from app.analytics.filters import Filter
+from app.storage.rollups import HALF_OCTAVE_EDGES, RELATIVE_ERROR
 from app.storage.rows import first_row
 
 QUANTILES = (0.5, 0.9, 0.99, 0.999)
@@ -45,6 +47,15 @@ def heatmap(
     osl_width: int | None = None,
 ) -> HeatMap:
     """Request counts per (ISL bin, OSL bin); every request falls in exactly one cell."""
+    if bins != "linear" and (sp := rollup_source.split(cur, flt)) is not None:
+        half = rollup_source.half_octave_counts(cur, flt, sp)
+        if bins == "log2":  # log2 bin k is half-octave bins 2k-1 and 2k (bin 0 is [0, 16))
+            merged = np.zeros((len(LOG2_EDGES),) * 2, dtype=np.int64)
+            index = (np.arange(len(HALF_OCTAVE_EDGES)) + 1) // 2
+            np.add.at(merged, (index[:, None], index[None, :]), half)
+            half = merged
+        edges = edges_for(bins)
+        return HeatMap(edges, edges, half, int(half.sum()))
     top_isl, top_osl = _top(cur, flt) if bins == "linear" else (0, 0)
     isl_edges = edges_for(bins, isl_width, top_isl)
     osl_edges = edges_for(bins, osl_width, top_osl)
@@ -61,14 +72,34 @@ def heatmap(
     return HeatMap(isl_edges, osl_edges, counts, int(counts.sum()))
 
 
-def quantiles(cur: duckdb.DuckDBPyConnection, flt: Filter) -> dict[str, dict[str, float | None]]:
-    """Exact p50/p90/p99/p99.9 and max of token counts and latencies (nulls ignored)."""
+class Quantiles(dict):
+    """measure -> {"p50", "p90", "p99", "p99.9", "max"}; `relative_error` is 0.0 when the
+    quantiles are exact, else the most any of them may be off, relative to its value (the
+    maxima are always exact)."""
+
+    relative_error: float = 0.0
+
+
+def quantiles(cur: duckdb.DuckDBPyConnection, flt: Filter, *, exact: bool = False) -> Quantiles:
+    """p50/p90/p99/p99.9 and max of token counts and latencies (nulls ignored).
+
+    Windows of a day or more come from the hourly rollups, within RELATIVE_ERROR (±0.99%);
+    shorter ones, or `exact`, use DuckDB's exact quantile_cont on the raw rows."""
+    if not exact and (sp := rollup_source.split(cur, flt)) is not None:
+        found = rollup_source.value_quantiles(cur, flt, sp, QUANTILES)
+        if found is not None:
+            approx = Quantiles()
+            for measure, (qs, top) in found.items():
+                values = dict(zip(QUANTILE_NAMES, qs or [None] * 4, strict=True))
+                approx[measure] = {**values, "max": top}
+            approx.relative_error = RELATIVE_ERROR
+            return approx
     where, params = flt.where()
     selects = ", ".join(
         f"quantile_cont({m}, {list(QUANTILES)}), max({m}), count({m})" for m in MEASURES
     )
     row = first_row(cur, f"SELECT {selects} FROM requests WHERE {where}", params)
-    out: dict[str, dict[str, float | None]] = {}
+    out = Quantiles()
     for k, measure in enumerate(MEASURES):
         qs, top, n = (row[3 * k], row[3 * k + 1], row[3 * k + 2]) if row else (None, None, 0)
         values = dict(zip(QUANTILE_NAMES, qs if n else [None] * 4, strict=True))
@@ -81,6 +112,16 @@ def four_shapes(
     cur: duckdb.DuckDBPyConnection, flt: Filter, *, long_isl: int = 1024, long_osl: int = 256
 ) -> dict[str, int]:
     """Request counts of the four shapes: long/short input x long/short output."""
+    names = ("long_in_short_out", "long_in_long_out", "short_in_long_out", "short_in_short_out")
+    if (
+        long_isl in HALF_OCTAVE_EDGES
+        and long_osl in HALF_OCTAVE_EDGES
+        and (sp := rollup_source.split(cur, flt)) is not None
+    ):  # thresholds on bin edges: the heat map's rollups hold the exact answer
+        half = rollup_source.half_octave_counts(cur, flt, sp)
+        i, j = HALF_OCTAVE_EDGES.index(long_isl), HALF_OCTAVE_EDGES.index(long_osl)
+        quarters = (half[i:, :j], half[i:, j:], half[:i, j:], half[:i, :j])
+        return dict(zip(names, (int(q.sum()) for q in quarters), strict=True))
     where, params = flt.where()
     row = first_row(
         cur,
@@ -90,5 +131,4 @@ def four_shapes(
         f"count(*) FILTER (WHERE isl < ? AND osl < ?) FROM requests WHERE {where}",
         [long_isl, long_osl] * 4 + params,
     )
-    names = ("long_in_short_out", "long_in_long_out", "short_in_long_out", "short_in_short_out")
     return dict(zip(names, (int(v) for v in row), strict=True)) if row else dict.fromkeys(names, 0)

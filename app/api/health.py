@@ -10,7 +10,7 @@ from app import __version__
 from app.api.schemas import DatabaseHealth, Health, ReportsHealth, WriterHealth
 from app.auth import principal
 from app.deps import DbDep, WriterDep
-from app.storage import report_runs
+from app.storage import report_runs, rollups
 from app.storage.ingest_store import count_rows
 
 router = APIRouter(tags=["health"])
@@ -43,6 +43,7 @@ def health(request: Request, db: DbDep, writer: WriterDep) -> JSONResponse:
     """Database and writer state; 503 when either is down."""
     try:
         cur = db.cursor()
+        rolled, stale = rollups.hour_counts(cur)
         database = DatabaseHealth(
             ok=True,
             # Open to load balancers; where the file lives is for those who may read.
@@ -50,6 +51,8 @@ def health(request: Request, db: DbDep, writer: WriterDep) -> JSONResponse:
             revision=db.revision,
             requests=count_rows(cur, "requests"),
             rejects=count_rows(cur, "rejects"),
+            rollup_hours=rolled,
+            stale_rollup_hours=stale,
         )
     except (duckdb.Error, RuntimeError) as exc:
         database = DatabaseHealth(

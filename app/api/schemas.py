@@ -15,6 +15,8 @@ class DatabaseHealth(BaseModel):
     revision: str
     requests: int
     rejects: int
+    rollup_hours: int = 0  # hours with hourly rollups
+    stale_rollup_hours: int = 0  # hours written since their rollup was built (read raw)
     error: str | None = None
 
 
@@ -71,7 +73,7 @@ class HeatmapOut(BaseModel):
 
 
 class Quantiles(BaseModel):
-    """Exact quantiles and maximum of one measure; null when the window has no values."""
+    """Quantiles and maximum of one measure; null when the window has no values."""
 
     p50: float | None
     p90: float | None
@@ -90,6 +92,13 @@ class QuantilesOut(BaseModel):
     ttft_ms: Quantiles
     itl_ms: Quantiles
     e2e_ms: Quantiles
+    relative_error: float = Field(
+        description=(
+            "0 when the quantiles are exact (DuckDB's quantile_cont on raw rows); else the most "
+            "any quantile may be off, relative to its value: windows of a day or more are "
+            "read from hourly rollups (±0.99%). Maxima are always exact."
+        )
+    )
 
 
 class ShapesOut(BaseModel):

@@ -37,9 +37,20 @@ def heatmap(
 
 
 @router.get("/api/quantiles", response_model=QuantilesOut, response_model_by_alias=True)
-def quantiles(db: DbDep, flt: FilterDep) -> QuantilesOut:
-    """Exact p50, p90, p99, p99.9 and max of ISL, OSL, TTFT, ITL and E2E."""
-    return QuantilesOut.model_validate(shapes.quantiles(db.cursor(), flt))
+def quantiles(
+    db: DbDep,
+    flt: FilterDep,
+    exact: Annotated[
+        bool,
+        Query(description="exact quantiles from raw rows even for long windows (slower)"),
+    ] = False,
+) -> QuantilesOut:
+    """p50, p90, p99, p99.9 and max of ISL, OSL, TTFT, ITL and E2E.
+
+    Windows of 24 whole hours or more come from hourly rollups, within ±0.99% (see
+    `relative_error`); shorter windows, or `exact=true`, are exact."""
+    found = shapes.quantiles(db.cursor(), flt, exact=exact)
+    return QuantilesOut.model_validate({**found, "relative_error": found.relative_error})
 
 
 @router.get("/api/shapes", response_model=ShapesOut)

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from app.storage import rollups
 from app.storage.batches import Batch, WriteResult, rejects_table
 from app.storage.journal import Journal
 from app.storage.keys import KeyIndex, key_hashes, stored_key_hashes
@@ -101,6 +102,7 @@ class RequestStore:
                         f"INSERT INTO requests ({_COLS}) SELECT {_COLS} FROM staged s ANTI JOIN "
                         "requests r ON r.gateway = s.gateway AND r.request_id = s.request_id",
                     )
+                    rollups.mark_inserted(self.con, "staged")
                     self.con.unregister("staged")
                     self.con.execute("COMMIT")
                 except BaseException:
@@ -187,6 +189,8 @@ class RequestStore:
         try:
             target = f"{table} ({cols})" if cols != "*" else table
             con.execute(f"INSERT INTO {target} SELECT {cols} FROM staged")
+            if table == "requests":  # same transaction: their hours' rollups are stale now
+                rollups.mark_inserted(con, "staged")
         finally:
             con.unregister("staged")
 

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 
 import duckdb
 
+from app.storage import rollups
 from app.storage.rows import first_row, rollback
 
 log = logging.getLogger("tokenshape.retention")
@@ -61,6 +62,8 @@ def _delete(con: duckdb.DuckDBPyConnection, table: str, upto: datetime) -> int:
     for attempt in range(CONFLICT_RETRIES):
         try:
             con.execute("BEGIN TRANSACTION")
+            if table == "requests":  # the hours they leave need their rollups rebuilt
+                rollups.mark_deleted(con, f"{column} < ?", [upto])
             row = first_row(con, f"DELETE FROM {table} WHERE {column} < ?", [upto])
             con.execute("COMMIT")
             return int(row[0]) if row else 0

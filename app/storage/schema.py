@@ -5,12 +5,14 @@ from __future__ import annotations
 import pyarrow as pa
 from sqlalchemy import (
     ARRAY,
+    BigInteger,
     Boolean,
     Column,
     DateTime,
     Double,
     Integer,
     MetaData,
+    SmallInteger,
     String,
     Table,
 )
@@ -119,6 +121,44 @@ report_runs = Table(
     Column("error", String),
     Column("started_at", TSZ, nullable=False),
     Column("finished_at", TSZ),
+)
+
+
+def _rollup(name: str, *columns: Column) -> Table:
+    """An hourly rollup: one row per (UTC hour, the filter's dimensions, a bin)."""
+    return Table(
+        name,
+        metadata,
+        Column("hour", TSZ, nullable=False),
+        Column("model", String, nullable=False),
+        Column("engine", String),
+        Column("gateway", String, nullable=False),
+        Column("tenant", String),
+        Column("status", String, nullable=False),
+        *columns,
+    )
+
+
+rollup_shapes = _rollup(
+    "rollup_shapes",
+    Column("ib", SmallInteger, nullable=False),
+    Column("ob", SmallInteger, nullable=False),
+    Column("n", BigInteger, nullable=False),
+)
+
+rollup_values = _rollup(
+    "rollup_values",
+    Column("measure", SmallInteger, nullable=False),
+    Column("b", SmallInteger, nullable=False),
+    Column("n", BigInteger, nullable=False),
+    Column("vmax", Double, nullable=False),
+)
+
+rollup_dirty = Table(
+    "rollup_dirty",
+    metadata,
+    Column("hour", TSZ, nullable=False),
+    Column("marked_at", TSZ, nullable=False),
 )
 
 # Column order of `requests` as the writer inserts it; the ingest side builds Arrow tables in it.

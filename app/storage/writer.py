@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
+from app.storage import rollups
 from app.storage.batches import Batch, WriteResult
 from app.storage.database import Database
 from app.storage.ingest_store import RequestStore
@@ -26,6 +27,7 @@ log = logging.getLogger("tokenshape.writer")
 MOVE_ROWS = 122_880
 MOVE_AFTER_S = 1.0
 QUIET_S = 0.05
+REBUILD_EVERY_S = 10.0
 
 
 class WriterSaturated(Exception):
@@ -89,6 +91,7 @@ class Writer:
         flush_ms: float = 5.0,
         raw_chars: int = 4096,
         observer: FlushObserver | None = None,
+        rollup_settle_s: float = rollups.SETTLE_S,
     ):
         self.db = db
         self.observer = observer
@@ -110,6 +113,8 @@ class Writer:
         self._last_flush = 0.0  # time.monotonic() of the last committed flush
         self._prev_flush = 0.0  # ... and of the one before it
         self.last_move_error: str | None = None
+        self._rebuild_due = 0.0  # time.monotonic() when rollups are next rebuilt
+        self.rollup_settle_s = rollup_settle_s
 
     @property
     def journal_dir(self):
@@ -178,8 +183,22 @@ class Writer:
                     time.sleep(0.5)
                 if self._stopping and not store.unmoved_rows:
                     return
+                self._rebuild_rollups(con)
         finally:
             con.close()
+
+    def _rebuild_rollups(self, con) -> None:
+        """Rebuild settled dirty hours' rollups here, where nothing else writes them: every
+        REBUILD_EVERY_S, or at once while a backlog (an upgrade's backfill) remains."""
+        if time.monotonic() < self._rebuild_due:
+            return
+        try:
+            done = rollups.rebuild(con, settle_s=self.rollup_settle_s)
+        except Exception as exc:  # queries read those hours raw meanwhile: slower, still right
+            log.error("rebuilding hourly rollups failed (retrying later): %s", exc)
+            done = 0
+        if done < rollups.REBUILD_HOURS:
+            self._rebuild_due = time.monotonic() + REBUILD_EVERY_S
 
     def _gather(self, store: RequestStore) -> None:
         """While flushes keep coming, let journaled rows gather up to a row group (bounded).

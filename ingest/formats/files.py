@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from app.storage import rollups
 from app.storage.batches import Batch, Reject
 from app.storage.database import Database
 from app.storage.ingest_store import RequestStore
@@ -169,6 +170,7 @@ def import_file(
                     stats.first_errors.append(f"{where}: {r.reason}")
             if progress:
                 progress(items)
+        rollups.rebuild_all(store.con)  # the dashboard reads whole hours from them at once
     finally:
         store.con.close()
     return stats

@@ -1,7 +1,8 @@
 """Shapes page: the ISL x OSL heat map, quantiles and the four shapes for the chosen window.
 
 The heat map comes with the page; the quantile and four-shape tables (exact quantiles over
-the window are the slow part) follow in a callback, so the map is drawn without waiting."""
+a short window's rows are the slow part; long windows read hourly rollups) follow in a
+callback, so the map is drawn without waiting."""
 
 from __future__ import annotations
 
@@ -88,6 +89,14 @@ def tables_for(db: Database, query: dict, now: datetime) -> list[html.Div]:
                 html.H3("Quantiles"),
                 _table(
                     ("", "p50", "p90", "p99", "p99.9", "max"), quantile_rows, ids.SHAPES_QUANTILES
+                ),
+                html.P(
+                    f"Quantiles from hourly rollups: each within ±{q.relative_error:.2%} "
+                    "(maxima exact). Add exact=true to /api/quantiles for exact values."
+                    if q.relative_error
+                    else "Exact quantiles (DuckDB quantile_cont over the window's rows).",
+                    className="muted",
+                    id=ids.SHAPES_QUANTILES_NOTE,
                 ),
             ]
         ),

@@ -1,0 +1,169 @@
+"""Long windows read from the hourly rollups, their edges and dirty hours from raw rows.
+
+A window [start, end) of at least MIN_HOURS whole hours is split into whole UTC hours whose
+rollups are clean (from `rollup_shapes` / `rollup_values`) and the rest (partial hours at the
+ends, hours marked dirty by a recent write) scanned raw and binned the same way, so every
+request of the window is counted exactly once. See app/storage/rollups.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import duckdb
+import numpy as np
+
+from app.analytics.filters import Filter
+from app.storage.rollups import (
+    GAMMA,
+    HALF_OCTAVE_EDGES,
+    MEASURES,
+    ZERO_BUCKET,
+    bucket_sql,
+    half_octave_sql,
+)
+
+MIN_HOURS = 24  # shorter windows read raw rows: exact quantiles, and fast enough
+HOUR = timedelta(hours=1)
+# [lo, hi) of hours, either end open when its parameter is NULL.
+_IN_RANGE = (
+    "hour >= coalesce(?, '-infinity'::TIMESTAMPTZ) AND hour < coalesce(?, 'infinity'::TIMESTAMPTZ)"
+)
+
+
+@dataclass(frozen=True)
+class Split:
+    """Whole clean hours [lo, hi) from rollups (None: unbounded) and raw intervals."""
+
+    lo: datetime | None
+    hi: datetime | None
+    dirty: list[datetime]
+    raw: list[tuple[datetime | None, datetime | None]]
+
+
+def _floor(t: datetime) -> datetime:
+    return t.replace(minute=0, second=0, microsecond=0)
+
+
+def _ceil(t: datetime) -> datetime:
+    floor = _floor(t)
+    return floor if floor == t else floor + HOUR
+
+
+def split(cur: duckdb.DuckDBPyConnection, flt: Filter) -> Split | None:
+    """How to read this filter's window, or None when it should be read raw."""
+    if flt.hours or flt.weekdays:  # local-time slices do not align with UTC hours
+        return None
+    lo = _ceil(flt.start) if flt.start is not None else None
+    hi = _floor(flt.end) if flt.end is not None else None
+    if lo is not None and hi is not None and hi - lo < MIN_HOURS * HOUR:
+        return None
+    rows = cur.execute(
+        f"SELECT DISTINCT hour FROM rollup_dirty WHERE {_IN_RANGE} ORDER BY hour",
+        [lo, hi],
+    ).fetchall()
+    dirty = [r[0] for r in rows]
+    raw: list[tuple[datetime | None, datetime | None]] = []
+    if flt.start is not None and lo is not None and flt.start < lo:
+        raw.append((flt.start, lo))
+    for hour in dirty:  # contiguous dirty hours become one interval
+        if raw and raw[-1][1] == hour:
+            raw[-1] = (raw[-1][0], hour + HOUR)
+        else:
+            raw.append((hour, hour + HOUR))
+    if flt.end is not None and hi is not None and hi < flt.end:
+        if raw and raw[-1][1] == hi:
+            raw[-1] = (raw[-1][0], flt.end)
+        else:
+            raw.append((hi, flt.end))
+    return Split(lo, hi, dirty, raw)
+
+
+def _rollup_where(flt: Filter, sp: Split) -> tuple[str, list]:
+    dims, params = flt.dims_where()
+    where = f"{_IN_RANGE} AND NOT list_contains(?, hour) AND {dims}"
+    return where, [sp.lo, sp.hi, sp.dirty, *params]
+
+
+def _raw_selects(flt: Filter, sp: Split, template: str) -> tuple[list[str], list]:
+    """`template` once per raw interval, its `{src}` the interval's rows (so each SELECT can
+    skip row groups by time)."""
+    dims, dim_params = flt.dims_where()
+    src = f"(SELECT * FROM requests WHERE started_at >= ? AND started_at < ? AND {dims})"
+    parts, params = [], []
+    for start, end in sp.raw:
+        parts.append(template.replace("{src}", src))
+        params += [start, end, *dim_params]
+    return parts, params
+
+
+def half_octave_counts(cur: duckdb.DuckDBPyConnection, flt: Filter, sp: Split) -> np.ndarray:
+    """Request counts per (half-octave ISL bin, half-octave OSL bin) over the window."""
+    where, params = _rollup_where(flt, sp)
+    parts = [f"SELECT ib, ob, n FROM rollup_shapes WHERE {where}"]
+    raw, raw_params = _raw_selects(
+        flt,
+        sp,
+        f"SELECT {half_octave_sql('isl')} AS ib, {half_octave_sql('osl')} AS ob, count(*) AS n "
+        "FROM {src} GROUP BY ALL",
+    )
+    rows = cur.execute(
+        f"SELECT ib, ob, sum(n)::BIGINT AS n FROM ({' UNION ALL '.join(parts + raw)}) GROUP BY ALL",
+        params + raw_params,
+    ).fetchnumpy()
+    size = len(HALF_OCTAVE_EDGES)
+    counts = np.zeros((size, size), dtype=np.int64)
+    np.add.at(counts, (rows["ib"].astype(int), rows["ob"].astype(int)), rows["n"].astype(np.int64))
+    return counts
+
+
+def _estimate(buckets: np.ndarray, counts: np.ndarray, top: float, p: float) -> float:
+    """quantile_cont's interpolation between the two ranks it uses, on their buckets'
+    midpoints: each is within RELATIVE_ERROR of its value, so the result is of the truth."""
+    cum = np.cumsum(counts)
+    pos = p * (int(cum[-1]) - 1)
+    k = int(np.floor(pos))
+    frac = pos - k
+    first = _mid(buckets[np.searchsorted(cum, k, side="right")])
+    second = _mid(buckets[np.searchsorted(cum, min(k + 1, int(cum[-1]) - 1), side="right")])
+    return min(first + frac * (second - first), top)
+
+
+def _mid(bucket: int) -> float:
+    return 0.0 if bucket == ZERO_BUCKET else 2 * GAMMA ** (int(bucket) + 1) / (GAMMA + 1)
+
+
+def value_quantiles(
+    cur: duckdb.DuckDBPyConnection, flt: Filter, sp: Split, quantiles: tuple[float, ...]
+) -> dict[str, tuple[list[float] | None, float | None]] | None:
+    """Per measure: estimated quantiles and the exact max; None when no clean hour of the
+    rollups is in the window (then the caller's exact path is as fast)."""
+    where, params = _rollup_where(flt, sp)
+    values = ", ".join(f"{m}::DOUBLE" for m in MEASURES)
+    raw, raw_params = _raw_selects(
+        flt,
+        sp,
+        f"SELECT measure, {bucket_sql('v')} AS b, count(*) AS n, max(v) AS vmax FROM ("
+        f"SELECT unnest(range({len(MEASURES)})) AS measure, unnest([{values}]) AS v "
+        "FROM {src}) WHERE v IS NOT NULL GROUP BY ALL",
+    )
+    rows = cur.execute(
+        "SELECT measure, b, sum(n)::BIGINT AS n, max(vmax) AS vmax, bool_or(rolled) AS rolled "
+        f"FROM (SELECT measure, b, n, vmax, true AS rolled FROM rollup_values WHERE {where}"
+        + "".join(f" UNION ALL SELECT *, false FROM ({q})" for q in raw)
+        + ") GROUP BY ALL ORDER BY measure, b",
+        params + raw_params,
+    ).fetchnumpy()
+    if not rows["rolled"].any():
+        return None
+    out: dict[str, tuple[list[float] | None, float | None]] = {}
+    for index, measure in enumerate(MEASURES):
+        mask = rows["measure"] == index
+        if not mask.any():
+            out[measure] = (None, None)
+            continue
+        buckets, counts = rows["b"][mask], rows["n"][mask].astype(np.int64)
+        top = float(rows["vmax"][mask].max())
+        out[measure] = ([_estimate(buckets, counts, top, p) for p in quantiles], top)
+    return out

@@ -1,0 +1,152 @@
+"""Hourly rollups of `requests`, rebuilt from the raw rows of every hour a write touched.
+
+Two tables, one row per (UTC hour, model, engine, gateway, tenant, status, bin):
+- `rollup_shapes`: request counts per half-octave ISL bin and OSL bin (exact; the log2 heat
+  map merges pairs of them);
+- `rollup_values`: counts of ISL, OSL, TTFT, ITL and E2E per log-spaced bucket of relative
+  width GAMMA, with the largest value of each bucket (quantiles within RELATIVE_ERROR).
+
+Every insert into or delete from `requests` marks the hours it touched in `rollup_dirty`, in
+the same transaction. `rebuild` recomputes dirty hours from the raw rows and clears their
+marks in one transaction, so readers treat a dirty hour as raw and a clean one as exact.
+Only the mover's thread (or a command that holds the file) rebuilds, so rebuilds never race.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from datetime import datetime
+
+import duckdb
+
+from app.storage.rows import first_row, rollback
+
+log = logging.getLogger("tokenshape.rollups")
+
+# Buckets [GAMMA^b, GAMMA^(b+1)): any value is within RELATIVE_ERROR of its bucket's midpoint
+# 2 * GAMMA^(b+1) / (GAMMA + 1) (the DDSketch bound). 2% buckets: ±0.99%.
+GAMMA = 1.02
+RELATIVE_ERROR = (GAMMA - 1) / (GAMMA + 1)
+ZERO_BUCKET = -32768  # value 0 (token counts and latencies are never negative)
+MEASURES = ("isl", "osl", "ttft_ms", "itl_ms", "e2e_ms")
+# Half-octave lower edges of the heat map (app/analytics/bins.half_octave_edges): 0, 16, 24,
+# 32, 48 … 131072. Kept here too because storage may not import analytics (DESIGN §3).
+HALF_OCTAVE_EDGES: tuple[int, ...] = (0,) + tuple(
+    e for k in range(14) for e in (16 * 2**k, 24 * 2**k)
+)[:-1]
+REBUILD_HOURS = 48  # hours per rebuild transaction, so a backfill yields to the mover
+# An hour is rebuilt once no write has touched it for this long: the current hour is read raw
+# while traffic flows into it, instead of being recomputed again and again.
+SETTLE_S = 60.0
+
+DIMS = "model, engine, gateway, tenant, status"
+
+
+def bucket_sql(column: str) -> str:
+    """SQL giving the value bucket of `column` (a constant GAMMA: no user input)."""
+    return (
+        f"(CASE WHEN {column} <= 0 THEN {ZERO_BUCKET} "
+        f"ELSE floor(ln({column}) / {math.log(GAMMA)!r})::INTEGER END)"
+    )
+
+
+def half_octave_sql(column: str) -> str:
+    """SQL giving the half-octave bin index of a token count (constant edges)."""
+    whens = " ".join(
+        f"WHEN {column} < {edge} THEN {i}" for i, edge in enumerate(HALF_OCTAVE_EDGES[1:])
+    )
+    return f"(CASE {whens} ELSE {len(HALF_OCTAVE_EDGES) - 1} END)"
+
+
+def mark_inserted(con: duckdb.DuckDBPyConnection, relation: str) -> None:
+    """Mark the hours of the rows in `relation` (a registered view) dirty; call inside the
+    transaction that inserts them."""
+    con.execute(
+        "INSERT INTO rollup_dirty SELECT DISTINCT date_trunc('hour', started_at) AS hour, "
+        f"get_current_timestamp() AS marked_at FROM {relation}"
+    )
+
+
+def mark_deleted(con: duckdb.DuckDBPyConnection, where: str, params: list) -> None:
+    """Mark the hours of the `requests` rows matching `where` dirty, before deleting them."""
+    con.execute(
+        "INSERT INTO rollup_dirty SELECT DISTINCT date_trunc('hour', started_at) AS hour, "
+        f"get_current_timestamp() AS marked_at FROM requests WHERE {where}",
+        params,
+    )
+
+
+def dirty_hours(con: duckdb.DuckDBPyConnection) -> list[datetime]:
+    """Hours whose rollups are out of date, oldest first."""
+    rows = con.execute("SELECT DISTINCT hour FROM rollup_dirty ORDER BY hour").fetchall()
+    return [r[0] for r in rows]
+
+
+def rebuild(
+    con: duckdb.DuckDBPyConnection,
+    max_hours: int = REBUILD_HOURS,
+    settle_s: float = SETTLE_S,
+) -> int:
+    """Recompute up to `max_hours` dirty hours, each untouched for `settle_s`, from the raw
+    rows; returns how many were rebuilt.
+
+    One transaction: the marks cleared are those this transaction saw, so an hour marked
+    again meanwhile (a concurrent prune) stays dirty."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        hours = [
+            r[0]
+            for r in con.execute(
+                "SELECT hour FROM rollup_dirty GROUP BY hour "
+                "HAVING max(marked_at) <= get_current_timestamp() - to_microseconds(?) "
+                "ORDER BY hour LIMIT ?",
+                [int(settle_s * 1e6), max_hours],
+            ).fetchall()
+        ]
+        if not hours:
+            con.execute("COMMIT")
+            return 0
+        params = [hours]
+        con.execute("DELETE FROM rollup_shapes WHERE list_contains(?, hour)", params)
+        con.execute("DELETE FROM rollup_values WHERE list_contains(?, hour)", params)
+        raw = "FROM requests WHERE list_contains(?, date_trunc('hour', started_at))"
+        con.execute(
+            f"INSERT INTO rollup_shapes SELECT date_trunc('hour', started_at) AS hour, {DIMS}, "
+            f"{half_octave_sql('isl')} AS ib, {half_octave_sql('osl')} AS ob, count(*) AS n "
+            f"{raw} GROUP BY ALL",
+            params,
+        )
+        values = ", ".join(f"{m}::DOUBLE" for m in MEASURES)
+        con.execute(
+            f"INSERT INTO rollup_values SELECT hour, {DIMS}, measure, {bucket_sql('v')} AS b, "
+            "count(*) AS n, max(v) AS vmax FROM ("
+            f"SELECT date_trunc('hour', started_at) AS hour, {DIMS}, "
+            f"unnest(range({len(MEASURES)})) AS measure, unnest([{values}]) AS v {raw}"
+            ") WHERE v IS NOT NULL GROUP BY ALL",
+            params,
+        )
+        con.execute("DELETE FROM rollup_dirty WHERE list_contains(?, hour)", params)
+        con.execute("COMMIT")
+    except BaseException:
+        rollback(con)
+        raise
+    return len(hours)
+
+
+def rebuild_all(con: duckdb.DuckDBPyConnection) -> int:
+    """Rebuild every dirty hour now (commands that hold the file: demo, import)."""
+    total = 0
+    while n := rebuild(con, settle_s=0):
+        total += n
+    return total
+
+
+def hour_counts(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
+    """(hours with rollups, hours waiting for a rebuild), for /api/health."""
+    row = first_row(
+        con,
+        "SELECT (SELECT count(DISTINCT hour) FROM rollup_shapes), "
+        "(SELECT count(DISTINCT hour) FROM rollup_dirty)",
+    )
+    return (int(row[0]), int(row[1])) if row else (0, 0)

@@ -1,0 +1,163 @@
+"""Hourly rollups: every write marks its hours, rebuilds come from raw rows, and answers read
+from rollups equal the raw answers (heat maps, four shapes) or stay within the stated bound
+(quantiles) for any window, dirty hours and partial hours included."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from app import demo
+from app.analytics import rollup_source, shapes
+from app.analytics.filters import Filter
+from app.storage import retention, rollups
+from app.storage.database import Database
+from tests.conftest import serve
+from tests.fixtures import record, store
+
+END = datetime(2026, 11, 23, tzinfo=UTC)
+H = timedelta(hours=1)
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory) -> Database:
+    """Four days of demo traffic with rollups built (as `tokenshape demo` leaves them)."""
+    path = Path(tmp_path_factory.mktemp("rollups")) / "r.duckdb"
+    database = Database(path).open()
+    demo.seed(database, requests=40_000, days=4, end=END)
+    yield database
+    database.close()
+
+
+def _raw(cur, flt: Filter, monkeypatch) -> tuple:
+    """The same views with rollups switched off: the exact reference."""
+    with monkeypatch.context() as m:
+        m.setattr(rollup_source, "split", lambda cur, flt: None)
+        return (
+            shapes.heatmap(cur, flt),
+            shapes.heatmap(cur, flt, bins="log2half"),
+            shapes.four_shapes(cur, flt),
+            shapes.quantiles(cur, flt),
+        )
+
+
+WINDOWS = {
+    "everything": Filter(),
+    "whole days, one engine": Filter(start=END - 3 * 24 * H, end=END, engines=("llm-70b",)),
+    "ragged ends": Filter(
+        start=END - 80 * H + timedelta(minutes=17, seconds=3),
+        end=END - 5 * H - timedelta(minutes=41),
+        statuses=("ok",),
+    ),
+    "open start": Filter(end=END - 30 * H + timedelta(minutes=5)),
+    "open end, two models": Filter(
+        start=END - 50 * H - timedelta(seconds=1),
+        models=("llama-3.1-8b-instruct", "llama-3.1-70b-instruct"),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", WINDOWS)
+def test_rollup_answers_match_raw_rows(seeded, monkeypatch, name):
+    flt = WINDOWS[name]
+    cur = seeded.cursor()
+    assert rollup_source.split(cur, flt) is not None  # the rollups are really used
+    heat, half, four, q = (
+        shapes.heatmap(cur, flt),
+        shapes.heatmap(cur, flt, bins="log2half"),
+        shapes.four_shapes(cur, flt),
+        shapes.quantiles(cur, flt),
+    )
+    r_heat, r_half, r_four, r_q = _raw(cur, flt, monkeypatch)
+    assert np.array_equal(heat.counts, r_heat.counts) and heat.total == r_heat.total
+    assert np.array_equal(half.counts, r_half.counts)
+    assert four == r_four
+    assert r_heat.total > 0
+    assert q.relative_error == pytest.approx(rollups.RELATIVE_ERROR) and r_q.relative_error == 0
+    for measure, exact in r_q.items():
+        assert q[measure]["max"] == exact["max"]  # maxima stay exact
+        for k in ("p50", "p90", "p99", "p99.9"):
+            assert q[measure][k] == pytest.approx(exact[k], rel=rollups.RELATIVE_ERROR + 1e-12)
+
+
+def test_dirty_hours_are_read_raw_until_rebuilt(seeded, monkeypatch):
+    cur = seeded.cursor()
+    flt = Filter(start=END - 3 * 24 * H, end=END)
+    before = shapes.heatmap(cur, flt).total
+    # Rows written into an hour whose rollup is already built: counted at once, raw.
+    hour = END - 40 * H
+    recs = [
+        record(i, "late", started_at=(hour + timedelta(seconds=i)).isoformat(), isl=5000 + i)
+        for i in range(25)
+    ]
+    store(seeded, recs, gateway="late-gw")
+    sp = rollup_source.split(cur, flt)
+    assert sp is not None and hour in sp.dirty
+    assert shapes.heatmap(cur, flt).total == before + 25
+    assert rollups.rebuild(cur, settle_s=3600) == 0  # not settled yet: left alone
+    assert rollups.rebuild(cur, settle_s=0) >= 1
+    assert hour not in rollup_source.split(cur, flt).dirty
+    assert shapes.heatmap(cur, flt).total == before + 25
+    r_heat, _, r_four, r_q = _raw(cur, flt, monkeypatch)
+    assert np.array_equal(shapes.heatmap(cur, flt).counts, r_heat.counts)
+    assert shapes.quantiles(cur, flt)["isl"]["max"] == r_q["isl"]["max"]
+
+
+def test_short_windows_and_exact_requests_are_exact(seeded):
+    cur = seeded.cursor()
+    day = Filter(start=END - 23 * H, end=END)
+    assert rollup_source.split(cur, day) is None
+    assert shapes.quantiles(cur, day).relative_error == 0
+    seasonal = Filter(start=END - 72 * H, end=END, hours=(9, 10))
+    assert rollup_source.split(cur, seasonal) is None
+    assert shapes.quantiles(cur, Filter(), exact=True).relative_error == 0
+
+
+def test_a_prune_marks_the_hours_it_empties(tmp_path):
+    with Database(tmp_path / "p.duckdb").open() as db:
+        demo.seed(db, requests=5_000, days=3, end=END)
+        cur = db.cursor()
+        assert rollups.hour_counts(cur)[1] == 0
+        received = cur.execute("SELECT min(received_at) FROM requests").fetchall()[0][0]
+        deleted, _ = retention.prune_table(cur, "requests", received + timedelta(microseconds=1))
+        assert deleted > 0
+        assert rollups.hour_counts(cur)[1] > 0  # the pruned rows' hours are stale now
+        rollups.rebuild_all(cur)
+        left = cur.execute("SELECT count(*) FROM requests").fetchall()[0][0]
+        assert cur.execute("SELECT sum(n) FROM rollup_shapes").fetchall()[0][0] == left
+        assert shapes.heatmap(cur, Filter()).total == left
+
+
+def test_the_server_rebuilds_settled_hours_in_the_background(settings):
+    """Shipped over HTTP into past hours: the mover's thread rebuilds them, health says so,
+    and a long window's quantiles then come from the rollups."""
+    settings = settings.model_copy(update={"rollup_settle_s": 0})
+    for server in serve(settings):
+        t0 = datetime(2026, 11, 10, 6, tzinfo=UTC)
+        recs = [
+            record(i, "bg", started_at=(t0 + timedelta(minutes=7 * i)).isoformat(), isl=50 + i)
+            for i in range(600)
+        ]
+        with server.client(server.token()) as c:
+            assert c.post("/v1/requests", json=recs).json()["accepted"] == 600
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            health = httpx.get(server.url + "/api/health", timeout=10).json()["database"]
+            if health["rollup_hours"] and not health["stale_rollup_hours"]:
+                break
+            time.sleep(0.1)
+        assert health["rollup_hours"] == 70 and health["stale_rollup_hours"] == 0
+        with server.client() as c:
+            q = c.get("/api/quantiles").json()
+            exact = c.get("/api/quantiles", params={"exact": "true"}).json()
+            heat = c.get("/api/heatmap").json()
+        assert q["relative_error"] == pytest.approx(rollups.RELATIVE_ERROR)
+        assert exact["relative_error"] == 0
+        assert q["isl"]["max"] == exact["isl"]["max"] == 649
+        assert q["isl"]["p50"] == pytest.approx(exact["isl"]["p50"], rel=0.0099)
+        assert heat["total"] == 600
