@@ -5,7 +5,7 @@ from rollups equal the raw answers (heat maps, four shapes) or stay within the s
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import httpx
@@ -55,6 +55,10 @@ WINDOWS = {
         statuses=("ok",),
     ),
     "open start": Filter(end=END - 30 * H + timedelta(minutes=5)),
+    "offset of +05:30": Filter(
+        start=(END - 60 * H).astimezone(timezone(timedelta(hours=5, minutes=30))),
+        end=(END - 2 * H + timedelta(minutes=10)).astimezone(timezone(timedelta(hours=-3))),
+    ),
     "open end, two models": Filter(
         start=END - 50 * H - timedelta(seconds=1),
         models=("llama-3.1-8b-instruct", "llama-3.1-70b-instruct"),

@@ -9,7 +9,7 @@ request of the window is counted exactly once. See app/storage/rollups.py.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import duckdb
 import numpy as np
@@ -43,12 +43,14 @@ class Split:
 
 
 def _floor(t: datetime) -> datetime:
+    # Rollup hours are UTC hours: an offset like +05:30 must not shift them.
+    t = t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
     return t.replace(minute=0, second=0, microsecond=0)
 
 
 def _ceil(t: datetime) -> datetime:
     floor = _floor(t)
-    return floor if floor == t else floor + HOUR
+    return floor if floor == (t if t.tzinfo else t.replace(tzinfo=UTC)) else floor + HOUR
 
 
 def split(cur: duckdb.DuckDBPyConnection, flt: Filter) -> Split | None:
