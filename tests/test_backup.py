@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -47,8 +48,14 @@ def test_an_online_backup_during_ingest_restores_into_a_serving_server(settings)
         shipper = threading.Thread(target=keep_shipping)
         shipper.start()
         try:
+            deadline = time.monotonic() + 30
+            while not codes and time.monotonic() < deadline:  # ingest is flowing first
+                time.sleep(0.01)
             with live.client(admin) as c:
                 r = c.post("/api/admin/backup")
+            shipped = len(codes)
+            while len(codes) == shipped and time.monotonic() < deadline:  # and after it
+                time.sleep(0.01)
         finally:
             stop.set()
             shipper.join()
