@@ -19,7 +19,7 @@ def utc(value: datetime | None) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def filter_params(
+async def filter_params(
     start: Annotated[
         datetime | None, Query(description="Window start, ISO 8601 (UTC if no zone).")
     ] = None,
