@@ -49,7 +49,7 @@ def upgrade() -> None:
         sa.Column("marked_at", TSZ, nullable=False),
     )
     # Every hour already stored is dirty: the server rebuilds them in the background (the
-    # mover's thread, 48 hours per step), and until then those hours are read raw.
+    # mover's thread, 24 hours per step), and until then those hours are read raw.
     op.execute(
         "INSERT INTO rollup_dirty SELECT DISTINCT date_trunc('hour', started_at), "
         "TIMESTAMPTZ '2000-01-01 00:00:00+00' FROM requests"
