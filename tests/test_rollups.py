@@ -165,3 +165,29 @@ def test_the_server_rebuilds_settled_hours_in_the_background(settings):
         assert q["isl"]["max"] == exact["isl"]["max"] == 649
         assert q["isl"]["p50"] == pytest.approx(exact["isl"]["p50"], rel=0.0099)
         assert heat["total"] == 600
+
+
+@pytest.mark.parametrize("name", ["everything", "ragged ends", "open end, two models"])
+def test_overview_numbers_from_rollups_match_the_exact_ones(seeded, name):
+    from app.analytics import overview
+
+    flt = WINDOWS[name]
+    cur = seeded.cursor()
+    fast, exact = overview.kpis(cur, flt, exact=False), overview.kpis(cur, flt)
+    assert fast["relative_error"] == pytest.approx(rollups.RELATIVE_ERROR)
+    assert exact["relative_error"] == 0
+    for key in ("requests", "input_tokens", "output_tokens"):
+        assert fast[key] == exact[key]  # counts and sums stay exact
+    assert fast["error_rate"] == pytest.approx(exact["error_rate"], rel=1e-12)
+    for key, value in exact.items():
+        if key.endswith(("_p50", "_p95", "_p99")):
+            assert fast[key] == pytest.approx(value, rel=rollups.RELATIVE_ERROR + 1e-12), key
+    rolled, raw = overview.per_model(cur, flt, exact=False), overview.per_model(cur, flt)
+    assert rolled.attrs["relative_error"] > 0 and raw.attrs["relative_error"] == 0
+    assert rolled["model"].tolist() == raw["model"].tolist()
+    assert rolled["requests"].tolist() == raw["requests"].tolist()
+    assert rolled["error_share"].to_numpy() == pytest.approx(raw["error_share"].to_numpy())
+    for column in ("isl_p50", "isl_p99", "osl_p50", "osl_p99", "ttft_p50_ms", "ttft_p99_ms"):
+        assert rolled[column].to_numpy() == pytest.approx(
+            raw[column].to_numpy(), rel=rollups.RELATIVE_ERROR + 1e-12
+        ), column

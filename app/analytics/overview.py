@@ -5,15 +5,32 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
+from app.analytics import rollup_source
 from app.analytics.filters import Filter
+from app.storage.rollups import RELATIVE_ERROR
 from app.storage.rows import first_row
 from app.storage.schema import AZURE_GATEWAY
 
 
-def per_model(cur: duckdb.DuckDBPyConnection, flt: Filter | None = None) -> pd.DataFrame:
-    """Requests, token quantiles, TTFT p50/p99 and error share per model, busiest first."""
-    where, params = (flt or Filter()).where()
-    return cur.execute(
+def per_model(
+    cur: duckdb.DuckDBPyConnection, flt: Filter | None = None, *, exact: bool = True
+) -> pd.DataFrame:
+    """Requests, token quantiles, TTFT p50/p99 and error share per model, busiest first.
+
+    Unless `exact`, windows of a day or more read the hourly rollups: counts and shares exact,
+    quantiles within RELATIVE_ERROR (`frame.attrs["relative_error"]`, else 0)."""
+    flt = flt or Filter()
+    if not exact and (sp := rollup_source.split(cur, flt)) is not None:
+        stats = rollup_source.value_stats(cur, flt, sp, (0.5, 0.99), by_model=True)
+        if stats is not None:
+            frame = pd.DataFrame(
+                [_model_row(model, group) for model, group in stats.items()],
+                columns=MODEL_COLUMNS,
+            ).sort_values(["requests", "model"], ascending=[False, True], ignore_index=True)
+            frame.attrs["relative_error"] = RELATIVE_ERROR
+            return frame
+    where, params = flt.where()
+    frame = cur.execute(
         f"""
         SELECT model,
                count(*) AS requests,
@@ -28,6 +45,42 @@ def per_model(cur: duckdb.DuckDBPyConnection, flt: Filter | None = None) -> pd.D
         """,
         params,
     ).df()
+    frame.attrs["relative_error"] = 0.0
+    return frame
+
+
+MODEL_COLUMNS = (
+    "model",
+    "requests",
+    "isl_p50",
+    "isl_p99",
+    "osl_p50",
+    "osl_p99",
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "error_share",
+)
+
+
+def _model_row(model: str | None, group: rollup_source.GroupStats) -> tuple:
+    isl, osl, ttft = (group.measures[m] for m in ("isl", "osl", "ttft_ms"))
+    requests = isl.n if isl else 0
+
+    def q(stats: rollup_source.MeasureStats | None, k: int) -> float | None:
+        return None if stats is None else stats.quantiles[k]
+
+    share = group.not_ok / requests if requests else 0.0
+    return (
+        model,
+        requests,
+        q(isl, 0),
+        q(isl, 1),
+        q(osl, 0),
+        q(osl, 1),
+        q(ttft, 0),
+        q(ttft, 1),
+        share,
+    )
 
 
 def span(cur: duckdb.DuckDBPyConnection) -> dict:
@@ -66,8 +119,35 @@ def dimension_values(cur: duckdb.DuckDBPyConnection, limit: int = 200) -> dict[s
     return out
 
 
-def kpis(cur: duckdb.DuckDBPyConnection, flt: Filter) -> dict[str, float | None]:
-    """Requests, tokens, error rate and TTFT/ITL/E2E p50/p95/p99 of a window."""
+LATENCIES = ("ttft_ms", "itl_ms", "e2e_ms")
+KPI_QUANTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+
+
+def kpis(
+    cur: duckdb.DuckDBPyConnection, flt: Filter, *, exact: bool = True
+) -> dict[str, float | None]:
+    """Requests, tokens, error rate and TTFT/ITL/E2E p50/p95/p99 of a window.
+
+    Unless `exact`, windows of a day or more read the hourly rollups: counts, tokens and the
+    error rate exact, latency quantiles within `relative_error` (0 when exact)."""
+    if not exact and (sp := rollup_source.split(cur, flt)) is not None:
+        stats = rollup_source.value_stats(cur, flt, sp, tuple(p for _, p in KPI_QUANTILES))
+        if stats is not None:
+            group = next(iter(stats.values()))
+            isl, osl = group.measures["isl"], group.measures["osl"]
+            requests = isl.n if isl else 0
+            out: dict[str, float | None] = {
+                "requests": requests,
+                "input_tokens": int(isl.total) if isl else 0,
+                "output_tokens": int(osl.total) if osl else 0,
+                "error_rate": group.not_ok / requests if requests else None,
+                "relative_error": RELATIVE_ERROR,
+            }
+            for m in LATENCIES:
+                found = group.measures[m]
+                for k, (name, _) in enumerate(KPI_QUANTILES):
+                    out[f"{m}_{name}"] = None if found is None else found.quantiles[k]
+            return out
     where, params = flt.where()
     parts = ", ".join(
         f"quantile_cont({m}, [0.5, 0.95, 0.99])" for m in ("ttft_ms", "itl_ms", "e2e_ms")
@@ -84,6 +164,7 @@ def kpis(cur: duckdb.DuckDBPyConnection, flt: Filter) -> dict[str, float | None]
         "input_tokens": int(row[1]),
         "output_tokens": int(row[2]),
         "error_rate": None if row[3] is None else float(row[3]),
+        "relative_error": 0.0,
     }
     for k, m in enumerate(("ttft_ms", "itl_ms", "e2e_ms")):
         values = row[4 + k] or [None, None, None]

@@ -136,36 +136,90 @@ def _mid(bucket: int) -> float:
     return 0.0 if bucket == ZERO_BUCKET else 2 * GAMMA ** (int(bucket) + 1) / (GAMMA + 1)
 
 
-def value_quantiles(
-    cur: duckdb.DuckDBPyConnection, flt: Filter, sp: Split, quantiles: tuple[float, ...]
-) -> dict[str, tuple[list[float] | None, float | None]] | None:
-    """Per measure: estimated quantiles and the exact max; None when no clean hour of the
-    rollups is in the window (then the caller's exact path is as fast)."""
+@dataclass(frozen=True)
+class MeasureStats:
+    """One measure of one group: quantile estimates, and the exact max, count and sum."""
+
+    quantiles: list[float]
+    top: float
+    n: int
+    total: float
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """Per measure stats of one group (None: no value of that measure), and its requests
+    whose status is not ok."""
+
+    measures: dict[str, MeasureStats | None]
+    not_ok: int
+
+
+def value_stats(
+    cur: duckdb.DuckDBPyConnection,
+    flt: Filter,
+    sp: Split,
+    quantiles: tuple[float, ...],
+    *,
+    by_model: bool = False,
+) -> dict[str | None, GroupStats] | None:
+    """Stats of every measure over the window, per model or for all (key None); None when
+    no clean hour of the rollups is in the window (then the caller's exact path is as fast)."""
     where, params = _rollup_where(flt, sp)
+    group = "model" if by_model else "NULL::VARCHAR"
     values = ", ".join(f"{m}::DOUBLE" for m in MEASURES)
+    # Every request has an ISL (measure 0), so its rows count requests and those not ok.
     raw, raw_params = _raw_selects(
         flt,
         sp,
-        f"SELECT measure, {bucket_sql('v')} AS b, count(*) AS n, max(v) AS vmax FROM ("
-        f"SELECT unnest(range({len(MEASURES)})) AS measure, unnest([{values}]) AS v "
-        "FROM {src}) WHERE v IS NOT NULL GROUP BY ALL",
+        f"SELECT g, measure, {bucket_sql('v')} AS b, count(*) AS n, max(v) AS vmax, "
+        "sum(v) AS vsum, count(*) FILTER (WHERE measure = 0 AND status <> 'ok') AS not_ok, "
+        f"false AS rolled FROM (SELECT {group} AS g, status, "
+        f"unnest(range({len(MEASURES)})) AS measure, unnest([{values}]) AS v FROM {{src}}) "
+        "WHERE v IS NOT NULL GROUP BY g, measure, b",
     )
     rows = cur.execute(
-        "SELECT measure, b, sum(n)::BIGINT AS n, max(vmax) AS vmax, bool_or(rolled) AS rolled "
-        f"FROM (SELECT measure, b, n, vmax, true AS rolled FROM rollup_values WHERE {where}"
-        + "".join(f" UNION ALL SELECT *, false FROM ({q})" for q in raw)
-        + ") GROUP BY ALL ORDER BY measure, b",
+        "SELECT g, measure, b, sum(n)::BIGINT AS n, max(vmax) AS vmax, sum(vsum) AS vsum, "
+        "sum(not_ok)::BIGINT AS not_ok, bool_or(rolled) AS rolled FROM ("
+        f"SELECT {group} AS g, measure, b, n, vmax, vsum, "
+        "CASE WHEN measure = 0 AND status <> 'ok' THEN n ELSE 0 END AS not_ok, true AS rolled "
+        f"FROM rollup_values WHERE {where}"
+        + "".join(f" UNION ALL {q}" for q in raw)
+        + ") GROUP BY g, measure, b ORDER BY g, measure, b",
         params + raw_params,
     ).fetchnumpy()
     if not rows["rolled"].any():
         return None
-    out: dict[str, tuple[list[float] | None, float | None]] = {}
-    for index, measure in enumerate(MEASURES):
-        mask = rows["measure"] == index
-        if not mask.any():
-            out[measure] = (None, None)
-            continue
-        buckets, counts = rows["b"][mask], rows["n"][mask].astype(np.int64)
-        top = float(rows["vmax"][mask].max())
-        out[measure] = ([_estimate(buckets, counts, top, p) for p in quantiles], top)
+    out: dict[str | None, GroupStats] = {}
+    groups = rows["g"]
+    for name in dict.fromkeys(groups.tolist()):  # first-seen order, None included
+        in_group = np.array([g == name for g in groups.tolist()])
+        measures: dict[str, MeasureStats | None] = {}
+        for index, measure in enumerate(MEASURES):
+            mask = in_group & (rows["measure"] == index)
+            if not mask.any():
+                measures[measure] = None
+                continue
+            buckets, counts = rows["b"][mask], rows["n"][mask].astype(np.int64)
+            top = float(rows["vmax"][mask].max())
+            measures[measure] = MeasureStats(
+                [_estimate(buckets, counts, top, p) for p in quantiles],
+                top,
+                int(counts.sum()),
+                float(rows["vsum"][mask].sum()),
+            )
+        out[name] = GroupStats(measures, int(rows["not_ok"][in_group].sum()))
     return out
+
+
+def value_quantiles(
+    cur: duckdb.DuckDBPyConnection, flt: Filter, sp: Split, quantiles: tuple[float, ...]
+) -> dict[str, tuple[list[float] | None, float | None]] | None:
+    """Per measure: estimated quantiles and the exact max over the whole window."""
+    stats = value_stats(cur, flt, sp, quantiles)
+    if stats is None:
+        return None
+    found = next(iter(stats.values()))
+    return {
+        m: (None, None) if s is None else (s.quantiles, s.top) for m, s in found.measures.items()
+    }

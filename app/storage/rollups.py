@@ -4,7 +4,8 @@ Two tables, one row per (UTC hour, model, engine, gateway, tenant, status, bin):
 - `rollup_shapes`: request counts per half-octave ISL bin and OSL bin (exact; the log2 heat
   map merges pairs of them);
 - `rollup_values`: counts of ISL, OSL, TTFT, ITL and E2E per log-spaced bucket of relative
-  width GAMMA, with the largest value of each bucket (quantiles within RELATIVE_ERROR).
+  width GAMMA, with the largest value and the sum of each bucket (quantiles within
+  RELATIVE_ERROR; maxima, counts and sums exact).
 
 Every insert into or delete from `requests` marks the hours it touched in `rollup_dirty`, in
 the same transaction. `rebuild` recomputes dirty hours from the raw rows and clears their
@@ -125,7 +126,7 @@ def rebuild(
         values = ", ".join(f"{m}::DOUBLE" for m in MEASURES)
         con.execute(
             f"INSERT INTO rollup_values SELECT hour, {DIMS}, measure, {bucket_sql('v')} AS b, "
-            "count(*) AS n, max(v) AS vmax FROM ("
+            "count(*) AS n, max(v) AS vmax, sum(v) AS vsum FROM ("
             f"SELECT date_trunc('hour', started_at) AS hour, {DIMS}, "
             f"unnest(range({len(MEASURES)})) AS measure, unnest([{values}]) AS v {raw}"
             ") WHERE v IS NOT NULL GROUP BY ALL",

@@ -152,6 +152,7 @@ rollup_values = _rollup(
     Column("b", SmallInteger, nullable=False),
     Column("n", BigInteger, nullable=False),
     Column("vmax", Double, nullable=False),
+    Column("vsum", Double, nullable=False),
 )
 
 rollup_dirty = Table(

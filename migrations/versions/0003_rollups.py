@@ -42,6 +42,7 @@ def upgrade() -> None:
         sa.Column("b", sa.SmallInteger, nullable=False),
         sa.Column("n", sa.BigInteger, nullable=False),
         sa.Column("vmax", sa.Double, nullable=False),
+        sa.Column("vsum", sa.Double, nullable=False),
     )
     op.create_table(
         "rollup_dirty",

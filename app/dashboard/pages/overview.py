@@ -52,9 +52,10 @@ def _previous(view: filterbar.View, now: datetime) -> Filter | None:
 
 
 def _kpi_cards(cur, view: filterbar.View, now: datetime) -> html.Div:
-    k = overview.kpis(cur, view.filter())
+    # Long windows read the hourly rollups (latency quantiles within ±0.99%, said below).
+    k = overview.kpis(cur, view.filter(), exact=False)
     prev_filter = _previous(view, now)
-    p = overview.kpis(cur, prev_filter) if prev_filter else {}
+    p = overview.kpis(cur, prev_filter, exact=False) if prev_filter else {}
     seconds = ((view.end or now) - view.start).total_seconds() if view.start else None
     rate = k["requests"] / seconds if seconds else None
     prev_rate = (p.get("requests") or 0) / seconds if seconds and p else None
@@ -84,7 +85,20 @@ def _kpi_cards(cur, view: filterbar.View, now: datetime) -> html.Div:
     for m, label in (("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("e2e_ms", "E2E")):
         for q in ("p50", "p95", "p99"):
             cards.append(card(f"{label} {q} (ms)", f"{m}_{q}", lower_is_better=True))
-    return html.Div(cards, id=ids.OVERVIEW_KPIS, className="kpis")
+    return html.Div(
+        [html.Div(cards, className="kpis"), _accuracy(k["relative_error"])], id=ids.OVERVIEW_KPIS
+    )
+
+
+def _accuracy(relative_error: float | None) -> html.P:
+    """Whether the quantiles shown are exact or from the hourly rollups (DESIGN §6)."""
+    text = (
+        f"Latency and token quantiles from hourly rollups: each within ±{relative_error:.2%}; "
+        "counts, tokens and error rates exact."
+        if relative_error
+        else "Exact quantiles (DuckDB quantile_cont over the window's rows)."
+    )
+    return html.P(text, className="muted")
 
 
 def _model_table(frame) -> html.Table:
@@ -140,7 +154,7 @@ def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
             className="empty",
         )
     view, flt, bar = filterbar.prepare(db, query, now)
-    frame = overview.per_model(cur, flt)
+    frame = overview.per_model(cur, flt, exact=False)
     parts = [html.H2("Overview"), bar]
     if frame.empty:
         parts.append(filterbar.empty_state(view, ids.OVERVIEW_WINDOW_EMPTY))
