@@ -191,3 +191,20 @@ def test_overview_numbers_from_rollups_match_the_exact_ones(seeded, name):
         assert rolled[column].to_numpy() == pytest.approx(
             raw[column].to_numpy(), rel=rollups.RELATIVE_ERROR + 1e-12
         ), column
+
+
+def test_absurd_values_do_not_stop_the_rebuild(tmp_path):
+    """A latency of 1e-300 or 1e300 ms passes validation (finite, not negative): its hour
+    must still be rolled up, not fail the rebuild of every hour queued with it."""
+    with Database(tmp_path / "a.duckdb").open() as db:
+        t0 = datetime(2026, 11, 10, 6, tzinfo=UTC)
+        recs = [
+            record(i, "odd", started_at=(t0 + i * H).isoformat(), ttft_ms=v, e2e_ms=1e301)
+            for i, v in enumerate((1e-300, 1e300, 0.0, 5.0))
+        ]
+        store(db, recs, gateway="odd")
+        cur = db.cursor()
+        assert rollups.rebuild_all(cur) == 4
+        q = shapes.quantiles(cur, Filter(), exact=False)
+        assert q.relative_error > 0 and q["ttft_ms"]["max"] == 1e300
+        assert shapes.heatmap(cur, Filter()).total == 4

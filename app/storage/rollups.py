@@ -30,6 +30,9 @@ log = logging.getLogger("tokenshape.rollups")
 GAMMA = 1.02
 RELATIVE_ERROR = (GAMMA - 1) / (GAMMA + 1)
 ZERO_BUCKET = -32768  # value 0 (token counts and latencies are never negative)
+# Buckets fit the SMALLINT column: 1.02^±32000 is about 1e±275, so only absurd values (a
+# latency of 1e-300 ms) share an end bucket; the maximum stays exact whatever they are.
+BUCKET_LIMIT = 32000
 MEASURES = ("isl", "osl", "ttft_ms", "itl_ms", "e2e_ms")
 # Half-octave lower edges of the heat map (app/analytics/bins.half_octave_edges): 0, 16, 24,
 # 32, 48 … 131072. Kept here too because storage may not import analytics (DESIGN §3).
@@ -48,7 +51,8 @@ def bucket_sql(column: str) -> str:
     """SQL giving the value bucket of `column` (a constant GAMMA: no user input)."""
     return (
         f"(CASE WHEN {column} <= 0 THEN {ZERO_BUCKET} "
-        f"ELSE floor(ln({column}) / {math.log(GAMMA)!r})::INTEGER END)"
+        f"ELSE least(greatest(floor(ln({column}) / {math.log(GAMMA)!r}), {-BUCKET_LIMIT}), "
+        f"{BUCKET_LIMIT})::INTEGER END)"
     )
 
 
