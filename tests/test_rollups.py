@@ -208,3 +208,37 @@ def test_absurd_values_do_not_stop_the_rebuild(tmp_path):
         q = shapes.quantiles(cur, Filter(), exact=False)
         assert q.relative_error > 0 and q["ttft_ms"]["max"] == 1e300
         assert shapes.heatmap(cur, Filter()).total == 4
+
+
+def test_rollup_hours_are_utc_hours_whatever_the_connection_time_zone(tmp_path, monkeypatch):
+    """DuckDB cuts a TIMESTAMPTZ in the connection's zone (the host's by default): at +05:30
+    a bare date_trunc would make rollup "hours" start at :30 UTC."""
+    with Database(tmp_path / "tz.duckdb").open() as db:
+        cur = db.cursor()
+        cur.execute("SET TimeZone = 'Asia/Kolkata'")
+        t0 = datetime(2026, 11, 10, 0, tzinfo=UTC)
+        recs = [
+            record(i, "tz", started_at=(t0 + i * timedelta(minutes=10)).isoformat())
+            for i in range(6 * 40)
+        ]
+        store(db, recs, gateway="tz")
+        rollups.rebuild_all(cur)
+        minutes = {
+            h.astimezone(UTC).minute
+            for (h,) in cur.execute("SELECT DISTINCT hour FROM rollup_shapes").fetchall()
+        }
+        assert minutes == {0}
+        flt = Filter(
+            start=t0 + 2 * H + timedelta(minutes=5), end=t0 + 29 * H + timedelta(minutes=45)
+        )
+        assert rollup_source.split(cur, flt) is not None
+        r_heat, _, r_four, _ = _raw(cur, flt, monkeypatch)
+        assert shapes.heatmap(cur, flt).total == r_heat.total == 166
+        assert shapes.four_shapes(cur, flt) == r_four
+
+
+def test_an_open_ended_short_window_is_exact(seeded):
+    recent = Filter(start=datetime.now(UTC) - 3 * H)  # "the last 3 hours": end is now
+    assert rollup_source.split(seeded.cursor(), recent) is None
+    naive = Filter(start=datetime(2026, 11, 19, 5, 30), end=datetime(2026, 11, 22, 7, 10))
+    assert rollup_source.split(seeded.cursor(), naive) is not None  # naive means UTC

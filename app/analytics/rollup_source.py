@@ -42,24 +42,31 @@ class Split:
     raw: list[tuple[datetime | None, datetime | None]]
 
 
+def _aware(t: datetime | None) -> datetime | None:
+    """UTC-aware (a naive time is taken as UTC, as the API does)."""
+    return None if t is None else t.replace(tzinfo=UTC) if t.tzinfo is None else t
+
+
 def _floor(t: datetime) -> datetime:
     # Rollup hours are UTC hours: an offset like +05:30 must not shift them.
-    t = t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
-    return t.replace(minute=0, second=0, microsecond=0)
+    return t.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 def _ceil(t: datetime) -> datetime:
     floor = _floor(t)
-    return floor if floor == (t if t.tzinfo else t.replace(tzinfo=UTC)) else floor + HOUR
+    return floor if floor == t else floor + HOUR
 
 
 def split(cur: duckdb.DuckDBPyConnection, flt: Filter) -> Split | None:
     """How to read this filter's window, or None when it should be read raw."""
     if flt.hours or flt.weekdays:  # local-time slices do not align with UTC hours
         return None
-    lo = _ceil(flt.start) if flt.start is not None else None
-    hi = _floor(flt.end) if flt.end is not None else None
-    if lo is not None and hi is not None and hi - lo < MIN_HOURS * HOUR:
+    start, end = _aware(flt.start), _aware(flt.end)
+    lo = _ceil(start) if start is not None else None
+    hi = _floor(end) if end is not None else None
+    # An open end runs to now: "the last hour" is short however it is written.
+    last = hi if hi is not None else _floor(datetime.now(UTC)) + HOUR
+    if lo is not None and last - lo < MIN_HOURS * HOUR:
         return None
     rows = cur.execute(
         f"SELECT DISTINCT hour FROM rollup_dirty WHERE {_IN_RANGE} ORDER BY hour",
@@ -67,18 +74,18 @@ def split(cur: duckdb.DuckDBPyConnection, flt: Filter) -> Split | None:
     ).fetchall()
     dirty = [r[0] for r in rows]
     raw: list[tuple[datetime | None, datetime | None]] = []
-    if flt.start is not None and lo is not None and flt.start < lo:
-        raw.append((flt.start, lo))
+    if start is not None and lo is not None and start < lo:
+        raw.append((start, lo))
     for hour in dirty:  # contiguous dirty hours become one interval
         if raw and raw[-1][1] == hour:
             raw[-1] = (raw[-1][0], hour + HOUR)
         else:
             raw.append((hour, hour + HOUR))
-    if flt.end is not None and hi is not None and hi < flt.end:
+    if end is not None and hi is not None and hi < end:
         if raw and raw[-1][1] == hi:
-            raw[-1] = (raw[-1][0], flt.end)
+            raw[-1] = (raw[-1][0], end)
         else:
-            raw.append((hi, flt.end))
+            raw.append((hi, end))
     return Split(lo, hi, dirty, raw)
 
 

@@ -45,6 +45,9 @@ REBUILD_HOURS = 24  # hours per rebuild transaction, so a backfill yields to the
 SETTLE_S = 60.0
 
 DIMS = "model, engine, gateway, tenant, status"
+# The UTC hour of a row. A bare date_trunc on a TIMESTAMPTZ cuts in the connection's time
+# zone (the host's by default): at +05:30 its "hours" would start at :30 UTC.
+UTC_HOUR = "(date_trunc('hour', started_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')"
 
 
 def bucket_sql(column: str) -> str:
@@ -68,7 +71,7 @@ def mark_inserted(con: duckdb.DuckDBPyConnection, relation: str) -> None:
     """Mark the hours of the rows in `relation` (a registered view) dirty; call inside the
     transaction that inserts them."""
     con.execute(
-        "INSERT INTO rollup_dirty SELECT DISTINCT date_trunc('hour', started_at) AS hour, "
+        f"INSERT INTO rollup_dirty SELECT DISTINCT {UTC_HOUR} AS hour, "
         f"get_current_timestamp() AS marked_at FROM {relation}"
     )
 
@@ -76,7 +79,7 @@ def mark_inserted(con: duckdb.DuckDBPyConnection, relation: str) -> None:
 def mark_deleted(con: duckdb.DuckDBPyConnection, where: str, params: list) -> None:
     """Mark the hours of the `requests` rows matching `where` dirty, before deleting them."""
     con.execute(
-        "INSERT INTO rollup_dirty SELECT DISTINCT date_trunc('hour', started_at) AS hour, "
+        f"INSERT INTO rollup_dirty SELECT DISTINCT {UTC_HOUR} AS hour, "
         f"get_current_timestamp() AS marked_at FROM requests WHERE {where}",
         params,
     )
@@ -118,11 +121,11 @@ def rebuild(
         # The range lets DuckDB skip row groups by their min/max time; the list is exact.
         raw = (
             "FROM requests WHERE started_at >= ? AND started_at < ? "
-            "AND list_contains(?, date_trunc('hour', started_at))"
+            f"AND list_contains(?, {UTC_HOUR})"
         )
         params = [min(hours), max(hours) + timedelta(hours=1), hours]
         con.execute(
-            f"INSERT INTO rollup_shapes SELECT date_trunc('hour', started_at) AS hour, {DIMS}, "
+            f"INSERT INTO rollup_shapes SELECT {UTC_HOUR} AS hour, {DIMS}, "
             f"{half_octave_sql('isl')} AS ib, {half_octave_sql('osl')} AS ob, count(*) AS n "
             f"{raw} GROUP BY ALL",
             params,
@@ -131,7 +134,7 @@ def rebuild(
         con.execute(
             f"INSERT INTO rollup_values SELECT hour, {DIMS}, measure, {bucket_sql('v')} AS b, "
             "count(*) AS n, max(v) AS vmax, sum(v) AS vsum FROM ("
-            f"SELECT date_trunc('hour', started_at) AS hour, {DIMS}, "
+            f"SELECT {UTC_HOUR} AS hour, {DIMS}, "
             f"unnest(range({len(MEASURES)})) AS measure, unnest([{values}]) AS v {raw}"
             ") WHERE v IS NOT NULL GROUP BY ALL",
             params,

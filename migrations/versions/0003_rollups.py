@@ -52,7 +52,8 @@ def upgrade() -> None:
     # Every hour already stored is dirty: the server rebuilds them in the background (the
     # mover's thread, 24 hours per step), and until then those hours are read raw.
     op.execute(
-        "INSERT INTO rollup_dirty SELECT DISTINCT date_trunc('hour', started_at), "
+        "INSERT INTO rollup_dirty SELECT DISTINCT "
+        "date_trunc('hour', started_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', "
         "TIMESTAMPTZ '2000-01-01 00:00:00+00' FROM requests"
     )
 

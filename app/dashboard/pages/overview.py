@@ -51,7 +51,7 @@ def _previous(view: filterbar.View, now: datetime) -> Filter | None:
     return replace(view.filter(), start=view.start - (end - view.start), end=view.start)
 
 
-def _kpi_cards(cur, view: filterbar.View, now: datetime) -> html.Div:
+def _kpi_cards(cur, view: filterbar.View, now: datetime, table_error: float = 0.0) -> html.Div:
     # Long windows read the hourly rollups (latency quantiles within ±0.99%, said below).
     k = overview.kpis(cur, view.filter(), exact=False)
     prev_filter = _previous(view, now)
@@ -86,7 +86,9 @@ def _kpi_cards(cur, view: filterbar.View, now: datetime) -> html.Div:
         for q in ("p50", "p95", "p99"):
             cards.append(card(f"{label} {q} (ms)", f"{m}_{q}", lower_is_better=True))
     return html.Div(
-        [html.Div(cards, className="kpis"), _accuracy(k["relative_error"])], id=ids.OVERVIEW_KPIS
+        # One note for the cards and the per-model table: the larger of their errors.
+        [html.Div(cards, className="kpis"), _accuracy(max(k["relative_error"], table_error))],
+        id=ids.OVERVIEW_KPIS,
     )
 
 
@@ -159,7 +161,11 @@ def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
     if frame.empty:
         parts.append(filterbar.empty_state(view, ids.OVERVIEW_WINDOW_EMPTY))
     else:
-        parts += [_kpi_cards(cur, view, now), html.H3("Per model"), _model_table(frame)]
+        parts += [
+            _kpi_cards(cur, view, now, frame.attrs.get("relative_error", 0.0)),
+            html.H3("Per model"),
+            _model_table(frame),
+        ]
     found = [f for engine in engine_findings(db, now) for f in engine]
     if found:
         parts.append(drift_panel(found, title="Drift of the last 7 days"))
