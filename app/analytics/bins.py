@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+from app.storage.rollups import HALF_OCTAVE_EDGES
+
 LOG2_EDGES: tuple[int, ...] = (0,) + tuple(16 * 2**k for k in range(14))  # 0, 16 … 131072
 SCHEMES = ("log2", "log2half", "linear")
 MAX_LINEAR_BINS = 512
 
 
 def half_octave_edges() -> tuple[int, ...]:
-    """0, 16, 24, 32, 48, 64, 96 … : a readable step between every power of two."""
-    out = [0]
-    for edge in LOG2_EDGES[1:]:
-        out.append(edge)
-        out.append(edge * 3 // 2)
-    return tuple(out[:-1])
+    """0, 16, 24, 32, 48, 64, 96 … : a readable step between every power of two (the bins the
+    hourly rollups keep)."""
+    return HALF_OCTAVE_EDGES
 
 
 def edges_for(scheme: str, width: int | None = None, top: int = 0) -> tuple[int, ...]:

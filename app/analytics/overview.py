@@ -149,9 +149,7 @@ def kpis(
                     out[f"{m}_{name}"] = None if found is None else found.quantiles[k]
             return out
     where, params = flt.where()
-    parts = ", ".join(
-        f"quantile_cont({m}, [0.5, 0.95, 0.99])" for m in ("ttft_ms", "itl_ms", "e2e_ms")
-    )
+    parts = ", ".join(f"quantile_cont({m}, {[p for _, p in KPI_QUANTILES]})" for m in LATENCIES)
     row = first_row(
         cur,
         "SELECT count(*), coalesce(sum(isl), 0), coalesce(sum(osl), 0), "
@@ -166,8 +164,8 @@ def kpis(
         "error_rate": None if row[3] is None else float(row[3]),
         "relative_error": 0.0,
     }
-    for k, m in enumerate(("ttft_ms", "itl_ms", "e2e_ms")):
-        values = row[4 + k] or [None, None, None]
-        for name, v in zip(("p50", "p95", "p99"), values, strict=True):
+    for k, m in enumerate(LATENCIES):
+        values = row[4 + k] or [None] * len(KPI_QUANTILES)
+        for (name, _), v in zip(KPI_QUANTILES, values, strict=True):
             out[f"{m}_{name}"] = None if v is None else float(v)
     return out

@@ -217,16 +217,3 @@ def value_stats(
             )
         out[name] = GroupStats(measures, int(rows["not_ok"][in_group].sum()))
     return out
-
-
-def value_quantiles(
-    cur: duckdb.DuckDBPyConnection, flt: Filter, sp: Split, quantiles: tuple[float, ...]
-) -> dict[str, tuple[list[float] | None, float | None]] | None:
-    """Per measure: estimated quantiles and the exact max over the whole window."""
-    stats = value_stats(cur, flt, sp, quantiles)
-    if stats is None:
-        return None
-    found = next(iter(stats.values()))
-    return {
-        m: (None, None) if s is None else (s.quantiles, s.top) for m, s in found.measures.items()
-    }

@@ -10,12 +10,11 @@ import numpy as np
 from app.analytics import rollup_source
 from app.analytics.bins import LOG2_EDGES, case_sql, edges_for
 from app.analytics.filters import Filter
-from app.storage.rollups import HALF_OCTAVE_EDGES, RELATIVE_ERROR
+from app.storage.rollups import HALF_OCTAVE_EDGES, MEASURES, RELATIVE_ERROR
 from app.storage.rows import first_row
 
 QUANTILES = (0.5, 0.9, 0.99, 0.999)
 QUANTILE_NAMES = ("p50", "p90", "p99", "p99.9")
-MEASURES = ("isl", "osl", "ttft_ms", "itl_ms", "e2e_ms")
 
 
 @dataclass(frozen=True)
@@ -86,12 +85,15 @@ def quantiles(cur: duckdb.DuckDBPyConnection, flt: Filter, *, exact: bool = Fals
     Windows of a day or more come from the hourly rollups, within RELATIVE_ERROR (±0.99%);
     shorter ones, or `exact`, use DuckDB's exact quantile_cont on the raw rows."""
     if not exact and (sp := rollup_source.split(cur, flt)) is not None:
-        found = rollup_source.value_quantiles(cur, flt, sp, QUANTILES)
-        if found is not None:
+        stats = rollup_source.value_stats(cur, flt, sp, QUANTILES)
+        if stats is not None:
             approx = Quantiles()
-            for measure, (qs, top) in found.items():
-                values = dict(zip(QUANTILE_NAMES, qs or [None] * 4, strict=True))
-                approx[measure] = {**values, "max": top}
+            for measure, found in next(iter(stats.values())).measures.items():
+                qs = found.quantiles if found else [None] * len(QUANTILES)
+                approx[measure] = {
+                    **dict(zip(QUANTILE_NAMES, qs, strict=True)),
+                    "max": found.top if found else None,
+                }
             approx.relative_error = RELATIVE_ERROR
             return approx
     where, params = flt.where()

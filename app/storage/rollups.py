@@ -15,15 +15,12 @@ Only the mover's thread (or a command that holds the file) rebuilds, so rebuilds
 
 from __future__ import annotations
 
-import logging
 import math
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import duckdb
 
 from app.storage.rows import first_row, rollback
-
-log = logging.getLogger("tokenshape.rollups")
 
 # Buckets [GAMMA^b, GAMMA^(b+1)): any value is within RELATIVE_ERROR of its bucket's midpoint
 # 2 * GAMMA^(b+1) / (GAMMA + 1) (the DDSketch bound). 2% buckets: ±0.99%.
@@ -34,8 +31,8 @@ ZERO_BUCKET = -32768  # value 0 (token counts and latencies are never negative)
 # latency of 1e-300 ms) share an end bucket; the maximum stays exact whatever they are.
 BUCKET_LIMIT = 32000
 MEASURES = ("isl", "osl", "ttft_ms", "itl_ms", "e2e_ms")
-# Half-octave lower edges of the heat map (app/analytics/bins.half_octave_edges): 0, 16, 24,
-# 32, 48 … 131072. Kept here too because storage may not import analytics (DESIGN §3).
+# Half-octave lower edges of the heat map's `log2half` bins: 0, 16, 24, 32, 48 … 131072.
+# Defined here, where the rollups are built; app/analytics/bins.py serves them to readers.
 HALF_OCTAVE_EDGES: tuple[int, ...] = (0,) + tuple(
     e for k in range(14) for e in (16 * 2**k, 24 * 2**k)
 )[:-1]
@@ -83,12 +80,6 @@ def mark_deleted(con: duckdb.DuckDBPyConnection, where: str, params: list) -> No
         f"get_current_timestamp() AS marked_at FROM requests WHERE {where}",
         params,
     )
-
-
-def dirty_hours(con: duckdb.DuckDBPyConnection) -> list[datetime]:
-    """Hours whose rollups are out of date, oldest first."""
-    rows = con.execute("SELECT DISTINCT hour FROM rollup_dirty ORDER BY hour").fetchall()
-    return [r[0] for r in rows]
 
 
 def rebuild(

@@ -162,7 +162,7 @@ def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
         parts.append(filterbar.empty_state(view, ids.OVERVIEW_WINDOW_EMPTY))
     else:
         parts += [
-            _kpi_cards(cur, view, now, frame.attrs.get("relative_error", 0.0)),
+            _kpi_cards(cur, view, now, frame.attrs["relative_error"]),
             html.H3("Per model"),
             _model_table(frame),
         ]
