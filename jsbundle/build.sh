@@ -1,6 +1,8 @@
 #!/bin/sh
 # Build static/vendor/plotly-dashboard.min.js: plotly.js VERSION's core + bar + heatmap,
-# bundled with esbuild from the npm registry. Usage: jsbundle/build.sh VERSION OUT_DIR
+# bundled with esbuild from the npm registry; and static/vendor/regenerator-runtime.js, the one
+# part of Dash's Babel polyfill its scripts need in a current browser (app/dashboard/polyfill).
+# Usage: jsbundle/build.sh VERSION OUT_DIR
 set -eu
 version=$1
 out=$(mkdir -p "$2" && cd "$2" && pwd)
@@ -10,7 +12,8 @@ trap 'rm -rf "$work"' EXIT
 cp "$here/entry.js" "$work/"
 cd "$work"
 npm init -y >/dev/null
-npm install --silent --no-audit --no-fund "plotly.js@$version" esbuild@0.25 >/dev/null
+npm install --silent --no-audit --no-fund "plotly.js@$version" esbuild@0.25 \
+  regenerator-runtime@0.14.1 >/dev/null
 # The maplibre stylesheet core pulls in is for map traces, which are not in this bundle.
 npx --no-install esbuild entry.js --bundle --minify --format=iife --global-name=Plotly \
   --define:global=window --define:define.amd=false --target=es2016 --loader:.css=empty \
@@ -24,3 +27,7 @@ npx --no-install esbuild entry.js --bundle --minify --format=iife --global-name=
 } > "$out/plotly-dashboard.min.js.partial"
 cp node_modules/plotly.js/LICENSE "$out/plotly-LICENSE"
 mv "$out/plotly-dashboard.min.js.partial" "$out/plotly-dashboard.min.js"
+# The runtime carries its MIT notice at its head; its LICENSE goes beside it.
+cp node_modules/regenerator-runtime/runtime.js "$out/regenerator-runtime.js.partial"
+cp node_modules/regenerator-runtime/LICENSE "$out/regenerator-runtime-LICENSE"
+mv "$out/regenerator-runtime.js.partial" "$out/regenerator-runtime.js"

@@ -131,6 +131,29 @@ def test_shapes_heatmap_total_filters_and_url(demo_live, browser, tmp_path):
     assert errors == []
 
 
+def test_a_page_arrives_with_its_first_layout(demo_live, browser):
+    """The page is in Dash's first layout (no routing round trip); Dash's Babel polyfill is
+    replaced by the regenerator runtime and dcc.Graph's chunk is preloaded, and every page
+    still draws without a console error (the other browser tests)."""
+    page = browser.new_page(viewport={"width": 1366, "height": 768})
+    errors = _errors(page)
+    posts: list[str] = []
+    scripts: list[str] = []
+    page.on("request", lambda r: posts.append(r.post_data or "") if r.method == "POST" else None)
+    page.on("request", lambda r: scripts.append(r.url) if r.resource_type == "script" else None)
+    page.goto(demo_live.url + "/shapes?window=all&bins=log2half")
+    page.locator("#shapes-heatmap .heatmaplayer").wait_for(timeout=30_000)
+    page.locator("#shapes-quantiles").wait_for(timeout=30_000)
+    assert page.title() == "tokenshape · Shapes"
+    assert posts and not any("_pages_content" in p for p in posts)  # only the tables' callback
+    assert not any("polyfill@" in u for u in scripts)
+    assert any(
+        u.endswith("/regenerator-runtime.js") or "regenerator-runtime.js?" in u for u in scripts
+    )
+    assert sum("async-graph.js" in u for u in scripts) == 1
+    assert errors == []
+
+
 def test_shapes_draws_an_engines_bounds_and_shows_percentages(demo_live, browser, tmp_path):
     put_profile(
         demo_live.db.cursor(),

@@ -82,3 +82,62 @@ def test_a_prefetched_layout_is_never_served_to_another_caller(secured):
         assert len(prefetched._pending) == 1  # the admin's request built its own
         _layout(viewer, "/rightsizing", "")
         assert not prefetched._pending
+
+
+def _first_layout(client, referer: str | None) -> dict:
+    """Dash's `_dash-layout` answer as the browser asks for it (its Referer is the page)."""
+    headers = {"Referer": client.base_url.join(referer).__str__()} if referer else {}
+    answer = client.get("/_dash-layout", headers=headers)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def _find(node, component_id: str) -> dict | None:
+    """The component with this id anywhere in a serialised Dash layout."""
+    if isinstance(node, list):
+        return next((f for n in node if (f := _find(n, component_id)) is not None), None)
+    if not isinstance(node, dict) or "props" not in node:
+        return None
+    if node["props"].get("id") == component_id:
+        return node
+    return _find(list(node["props"].values()), component_id)
+
+
+def test_the_first_layout_already_holds_the_page_its_referer_names(settings):
+    from tests.conftest import serve
+
+    with Database(settings.db).open() as db:
+        demo.seed(db, requests=2000, days=7, end=datetime(2026, 11, 23, tzinfo=UTC))
+    for live in serve(settings):
+        total = live.scalar("SELECT count(*) FROM requests")
+        with live.client() as c:
+            c.get("/shapes?window=all&bins=log2", headers={"Accept": "text/html"})
+            layout = _first_layout(c, "/shapes?window=all&bins=log2")
+            assert not prefetched._pending  # the HTML request's build was taken, not redone
+            # The location matches the browser's own, so Dash's routing callback stays quiet.
+            location = _find(layout, "_pages_location")["props"]
+            assert (location["pathname"], location["search"]) == (
+                "/shapes",
+                "?window=all&bins=log2",
+            )
+            assert _find(layout, "shapes-heatmap") is not None
+            assert _find(layout, "shapes-total")["props"]["children"] == f"{total:,}"
+            assert _find(layout, "_pages_store")["props"]["data"] == {
+                "title": "tokenshape · Shapes"
+            }
+            # No Referer (or not a page): Dash's empty container, filled by its callback.
+            for referer in (None, "/api/health", "/nowhere"):
+                content = _find(_first_layout(c, referer), "_pages_content")["props"]
+                assert not content.get("children")
+                assert (
+                    "pathname" not in _find(_first_layout(c, referer), "_pages_location")["props"]
+                )
+
+
+def test_the_first_layout_never_holds_the_admin_page_for_a_viewer(secured):
+    with secured.login("vic") as viewer:
+        content = _find(_first_layout(viewer, "/admin"), "_pages_content")["props"]
+        assert not content.get("children")
+        assert "admin-form" not in json.dumps(_first_layout(viewer, "/admin"))
+    with secured.login("ada") as admin:
+        assert "admin-form" in json.dumps(_first_layout(admin, "/admin"))

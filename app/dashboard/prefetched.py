@@ -4,26 +4,36 @@ A first visit spends about a second loading and running scripts before Dash asks
 for the page's layout; the layout's queries can run in that second instead of after it. The
 HTML request starts the build (in a worker thread, as the caller: the auth context is copied);
 the layout request for the same URL and caller takes it, if it is at most TTL_S old. Nothing
-else reads a prefetched layout, and each is used once."""
+else reads a prefetched layout, and each is used once.
+
+Dash's layout request does not say which page it is for, but its Referer does: the middleware
+keeps that URL for the request (`page_url`), so the shell can put the page straight into the
+first layout instead of waiting for Dash's routing callback."""
 
 from __future__ import annotations
 
-import asyncio
+import contextvars
 import time
 from collections.abc import Callable
-from urllib.parse import parse_qs
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextvars import ContextVar
+from urllib.parse import parse_qs, urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.auth import principal
 
+LAYOUT_PATH = "/_dash-layout"
 TTL_S = 15.0
 MAX_PENDING = 8  # a burst of page loads must not pile up queries nobody will read
 pages: dict[str, Callable] = {}  # page path → its layout builder (register_page fills it)
-_pending: dict[tuple, tuple[float, asyncio.Future]] = {}
+_pending: dict[tuple, tuple[float, Future]] = {}
+# Concurrent futures, not asyncio ones: the layout request waits for them in a worker thread.
+_builds = ThreadPoolExecutor(max_workers=MAX_PENDING, thread_name_prefix="tokenshape-page")
+_page_url: ContextVar[tuple[str, str] | None] = ContextVar("tokenshape_page_url", default=None)
 
 
-def _query(search: str) -> dict:
+def query_of(search: str) -> dict:
     """The query as Dash passes it to a layout (one value per name, a list for repeats)."""
     parsed = parse_qs(search, keep_blank_values=True)
     return {k: v[0] if len(v) == 1 else v for k, v in parsed.items()}
@@ -39,7 +49,7 @@ def _key(path: str, query: dict) -> tuple:
 def _forget_stale(now: float) -> None:
     for key, (at, _) in list(_pending.items()):
         if now - at > TTL_S:
-            del _pending[key]
+            _pending.pop(key, None)  # a layout request may take it in another thread meanwhile
 
 
 def start(path: str, search: str) -> None:
@@ -49,17 +59,15 @@ def start(path: str, search: str) -> None:
         return
     now = time.monotonic()
     _forget_stale(now)
-    query = _query(search)
+    query = query_of(search)
     key = _key(path, query)
     if key in _pending or len(_pending) >= MAX_PENDING:
         return
-    future = asyncio.ensure_future(asyncio.to_thread(build, **query))
-    # A build nobody takes must not log "exception never retrieved"; its taker sees it.
-    future.add_done_callback(lambda f: f.cancelled() or f.exception())
-    _pending[key] = (now, future)
+    # The build runs as the caller: the auth context goes with it.
+    _pending[key] = (now, _builds.submit(contextvars.copy_context().run, build, **query))
 
 
-def take(path: str, query: dict) -> asyncio.Future | None:
+def take(path: str, query: dict) -> Future | None:
     """The started build for this URL and caller, if fresh (removed: used once)."""
     if not _pending:
         return None
@@ -69,8 +77,24 @@ def take(path: str, query: dict) -> asyncio.Future | None:
     return hit[1]
 
 
+def page_url() -> tuple[str, str] | None:
+    """(path, search) of the page whose layout is being requested, when its Referer says so."""
+    return _page_url.get()
+
+
+def _referred_page(scope: Scope) -> tuple[str, str] | None:
+    referer = next((v for k, v in scope.get("headers", ()) if k == b"referer"), None)
+    if referer is None:
+        return None
+    url = urlsplit(referer.decode("latin-1"))
+    if url.path not in pages:
+        return None
+    return url.path, f"?{url.query}" if url.query else ""
+
+
 class PrefetchPages:
-    """ASGI middleware: a browser's GET of a page's HTML starts that page's layout."""
+    """ASGI middleware: a browser's GET of a page's HTML starts that page's layout; Dash's
+    layout request learns which page it is for."""
 
     def __init__(self, app: ASGIApp):
         self.app = app
@@ -83,6 +107,13 @@ class PrefetchPages:
             and any(k == b"accept" and b"text/html" in v for k, v in scope.get("headers", ()))
         ):
             start(scope["path"], scope["query_string"].decode("latin-1"))
+        elif scope["type"] == "http" and scope["path"] == LAYOUT_PATH:
+            token = _page_url.set(_referred_page(scope))
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                _page_url.reset(token)
+            return
         await self.app(scope, receive, send)
 
 

@@ -12,9 +12,10 @@ from fastapi import FastAPI
 from app.auth import principal
 from app.auth.principal import Principal
 from app.config import Settings
-from app.dashboard import ids, plotlyjs, prefetched
+from app.dashboard import ids, plotlyjs, polyfill, prefetched
 from app.dashboard.pages import (
     admin,
+    build_now,
     latency,
     overview,
     reports,
@@ -39,12 +40,26 @@ ADMIN_OUTPUTS = frozenset(
 )
 
 
+# The ids of Dash's page container (dash.page_container), which its routing callback uses.
+PAGES_LOCATION, PAGES_CONTENT = "_pages_location", "_pages_content"
+PAGES_STORE, PAGES_DUMMY = "_pages_store", "_pages_dummy"
+
+
 class _Dash(Dash):
-    """Dash that leaves plotly.js to the partial bundle when it is usable (see plotlyjs)."""
+    """Dash that leaves plotly.js to the partial bundle when it is usable (see plotlyjs), and
+    its Babel polyfill to regenerator-runtime (see polyfill)."""
 
     def _setup_plotlyjs(self) -> None:
         if not plotlyjs.partial_plotly_usable():
             super()._setup_plotlyjs()
+
+    def interpolate_index(self, **kwargs: str) -> str:
+        """Dash's page, without the Babel polyfill when its runtime is served instead, and
+        with dcc.Graph's lazily loaded chunk fetched up front (see polyfill.preload_graph)."""
+        kwargs["scripts"] = polyfill.drop_polyfill(kwargs.get("scripts", ""))
+        prefix = self.config.requests_pathname_prefix
+        kwargs["css"] = kwargs.get("css", "") + polyfill.preload_graph(prefix)
+        return super().interpolate_index(**kwargs)
 
 
 def mount(
@@ -144,8 +159,8 @@ def _shell(logo: str) -> html.Div:
             # While a page's layout is computed the old content stays, dimmed, so nothing jumps.
             html.Main(
                 dcc.Loading(
-                    dash.page_container,
-                    target_components={"_pages_content": "children"},
+                    _page_container(who),
+                    target_components={PAGES_CONTENT: "children"},
                     delay_show=300,
                     overlay_style={"visibility": "visible", "opacity": 0.55},
                     type="dot",
@@ -153,5 +168,31 @@ def _shell(logo: str) -> html.Div:
                 ),
                 className="page",
             ),
+        ]
+    )
+
+
+def _page_container(who: Principal | None) -> html.Div:
+    """Dash's page container, with the page already in it when the layout request's Referer
+    says which page it is for: the browser then skips Dash's routing round trip (the location
+    below matches its own, so the routing callback does not fire). Otherwise Dash's own empty
+    container, which that callback fills."""
+    page = prefetched.page_url()
+    if page is None or (page[0] in ADMIN_PAGES and not (who and who.is_admin)):
+        return dash.page_container
+    path, search = page
+    entry = next((p for p in dash.page_registry.values() if p["path"] == path), None)
+    if entry is None:
+        return dash.page_container
+    return html.Div(
+        [
+            dcc.Location(id=PAGES_LOCATION, refresh="callback-nav", pathname=path, search=search),
+            html.Div(
+                build_now(path, prefetched.query_of(search.removeprefix("?"))),
+                id=PAGES_CONTENT,
+                disable_n_clicks=True,
+            ),
+            dcc.Store(id=PAGES_STORE, data={"title": entry["title"]}),
+            html.Div(id=PAGES_DUMMY, disable_n_clicks=True),
         ]
     )

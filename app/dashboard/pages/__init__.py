@@ -27,22 +27,37 @@ def safe(
         try:
             started = prefetched.take(path, query)
             if started is not None:
-                return await started
+                return await asyncio.wrap_future(started)
             return await asyncio.to_thread(build, **query)
         except Exception as exc:  # the page must say something, never go blank
-            log.exception("the %s page failed for query %r", name, query)
-            return html.Div(
-                [
-                    html.H3(f"The {name} page could not be built"),
-                    html.P(
-                        f"{type(exc).__name__}. The server log has the details; "
-                        "try another window or filter."
-                    ),
-                ],
-                className="empty page-error",
-            )
+            return _failed(name, query, exc)
 
     return layout
+
+
+def _failed(name: str, query: dict, exc: Exception) -> html.Div:
+    log.error("the %s page failed for query %r", name, query, exc_info=exc)
+    return html.Div(
+        [
+            html.H3(f"The {name} page could not be built"),
+            html.P(
+                f"{type(exc).__name__}. The server log has the details; "
+                "try another window or filter."
+            ),
+        ],
+        className="empty page-error",
+    )
+
+
+def build_now(path: str, query: dict) -> html.Div:
+    """The page at `path` for `query`, built in the calling worker thread (or taken from the
+    build its HTML request started), with the same failure panel as `safe`."""
+    name, build = _builders[path]
+    try:
+        started = prefetched.take(path, query)
+        return started.result() if started is not None else build(**query)
+    except Exception as exc:
+        return _failed(name, query, exc)
 
 
 def register_page(
@@ -58,6 +73,10 @@ def register_page(
         layout=safe(name, build, path),
     )
     prefetched.pages[path] = build
+    _builders[path] = (name, build)
+
+
+_builders: dict[str, tuple[str, Callable[..., html.Div]]] = {}
 
 
 def graph(graph_id: str, figure: object) -> dcc.Graph:
