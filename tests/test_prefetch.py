@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from datetime import UTC, datetime
 
 from app import demo
@@ -141,3 +142,34 @@ def test_the_first_layout_never_holds_the_admin_page_for_a_viewer(secured):
         assert "admin-form" not in json.dumps(_first_layout(viewer, "/admin"))
     with secured.login("ada") as admin:
         assert "admin-form" in json.dumps(_first_layout(admin, "/admin"))
+
+
+def test_a_slow_page_comes_by_the_callback_and_still_uses_its_started_build(
+    settings, monkeypatch
+):
+    """The first layout waits only PAGE_WAIT_S for its page (the bar and a loading state show
+    meanwhile); the routing callback then takes the build the HTML request started."""
+    from tests.conftest import serve
+
+    with Database(settings.db).open() as db:
+        demo.seed(db, requests=500, days=7, end=datetime(2026, 11, 23, tzinfo=UTC))
+    builds: list[float] = []
+    for live in serve(settings):
+        build = prefetched.pages["/shapes"]
+
+        def slow(build=build, **query):
+            builds.append(time.monotonic())
+            time.sleep(1.0)
+            return build(**query)
+
+        monkeypatch.setitem(prefetched.pages, "/shapes", slow)
+        with live.client() as c:
+            c.get("/shapes?window=all", headers={"Accept": "text/html"})
+            started = time.monotonic()
+            layout = _first_layout(c, "/shapes?window=all")
+            assert time.monotonic() - started < 0.9  # did not wait for the whole build
+            assert not _find(layout, "_pages_content")["props"].get("children")
+            assert _find(layout, "shapes-heatmap") is None
+            page = _layout(c, "/shapes", "?window=all")
+            assert _find(page, "shapes-heatmap") is not None
+            assert len(builds) == 1  # the callback took the started build, not a second one

@@ -67,6 +67,14 @@ def start(path: str, search: str) -> None:
     _pending[key] = (now, _builds.submit(contextvars.copy_context().run, build, **query))
 
 
+def peek(path: str, query: dict) -> Future | None:
+    """The started build for this URL and caller, if fresh, left in place."""
+    hit = _pending.get(_key(path, query))
+    if hit is None or time.monotonic() - hit[0] > TTL_S:
+        return None
+    return hit[1]
+
+
 def take(path: str, query: dict) -> Future | None:
     """The started build for this URL and caller, if fresh (removed: used once)."""
     if not _pending:

@@ -15,9 +15,9 @@ from app.config import Settings
 from app.dashboard import ids, plotlyjs, polyfill, prefetched
 from app.dashboard.pages import (
     admin,
-    build_now,
     latency,
     overview,
+    ready_page,
     reports,
     rightsizing,
     seasonal,
@@ -40,6 +40,9 @@ ADMIN_OUTPUTS = frozenset(
 )
 
 
+# How long the first layout waits for its page: a page ready by then rides in it; a slower
+# one comes by Dash's callback, so the bar and a loading state show meanwhile.
+PAGE_WAIT_S = 0.3
 # The ids of Dash's page container (dash.page_container), which its routing callback uses.
 PAGES_LOCATION, PAGES_CONTENT = "_pages_location", "_pages_content"
 PAGES_STORE, PAGES_DUMMY = "_pages_store", "_pages_dummy"
@@ -174,24 +177,22 @@ def _shell(logo: str) -> html.Div:
 
 def _page_container(who: Principal | None) -> html.Div:
     """Dash's page container, with the page already in it when the layout request's Referer
-    says which page it is for: the browser then skips Dash's routing round trip (the location
-    below matches its own, so the routing callback does not fire). Otherwise Dash's own empty
-    container, which that callback fills."""
+    says which page it is for and its build is ready within PAGE_WAIT_S: the browser then
+    skips Dash's routing round trip (the location below matches its own, so the routing
+    callback does not fire). Otherwise Dash's own empty container, which that callback fills
+    while the bar and a loading state show."""
     page = prefetched.page_url()
     if page is None or (page[0] in ADMIN_PAGES and not (who and who.is_admin)):
         return dash.page_container
     path, search = page
     entry = next((p for p in dash.page_registry.values() if p["path"] == path), None)
-    if entry is None:
+    content = ready_page(path, search, PAGE_WAIT_S) if entry is not None else None
+    if content is None:
         return dash.page_container
     return html.Div(
         [
             dcc.Location(id=PAGES_LOCATION, refresh="callback-nav", pathname=path, search=search),
-            html.Div(
-                build_now(path, prefetched.query_of(search.removeprefix("?"))),
-                id=PAGES_CONTENT,
-                disable_n_clicks=True,
-            ),
+            html.Div(content, id=PAGES_CONTENT, disable_n_clicks=True),
             dcc.Store(id=PAGES_STORE, data={"title": entry["title"]}),
             html.Div(id=PAGES_DUMMY, disable_n_clicks=True),
         ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from concurrent.futures import TimeoutError as FuturesTimeout
 
 import dash
 from dash import dcc, html
@@ -49,15 +50,24 @@ def _failed(name: str, query: dict, exc: Exception) -> html.Div:
     )
 
 
-def build_now(path: str, query: dict) -> html.Div:
-    """The page at `path` for `query`, built in the calling worker thread (or taken from the
-    build its HTML request started), with the same failure panel as `safe`."""
-    name, build = _builders[path]
+def ready_page(path: str, search: str, wait_s: float) -> html.Div | None:
+    """The page at `path` for the URL query `search`, if its build (started by the page's
+    HTML request, or now) is done within `wait_s`; else None, and the build stays for Dash's
+    routing callback to take while the shell shows a loading state. Waits in the calling
+    worker thread."""
+    prefetched.start(path, search.removeprefix("?"))
+    query = prefetched.query_of(search.removeprefix("?"))
+    started = prefetched.peek(path, query)
+    if started is None:  # too many builds pending: Dash's callback builds this one
+        return None
     try:
-        started = prefetched.take(path, query)
-        return started.result() if started is not None else build(**query)
+        page = started.result(timeout=wait_s)
+    except FuturesTimeout:
+        return None
     except Exception as exc:
-        return _failed(name, query, exc)
+        page = _failed(_builders[path][0], query, exc)
+    prefetched.take(path, query)  # used once, here
+    return page
 
 
 def register_page(
