@@ -144,9 +144,7 @@ def test_the_first_layout_never_holds_the_admin_page_for_a_viewer(secured):
         assert "admin-form" in json.dumps(_first_layout(admin, "/admin"))
 
 
-def test_a_slow_page_comes_by_the_callback_and_still_uses_its_started_build(
-    settings, monkeypatch
-):
+def test_a_slow_page_comes_by_the_callback_and_still_uses_its_started_build(settings, monkeypatch):
     """The first layout waits only PAGE_WAIT_S for its page (the bar and a loading state show
     meanwhile); the routing callback then takes the build the HTML request started."""
     from tests.conftest import serve

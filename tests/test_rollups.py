@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from app import demo
-from app.analytics import rollup_source, shapes
+from app.analytics import latency, rollup_source, shapes
 from app.analytics.filters import Filter
 from app.storage import retention, rollups
 from app.storage.database import Database
@@ -87,6 +87,32 @@ def test_rollup_answers_match_raw_rows(seeded, monkeypatch, name):
         assert q[measure]["max"] == exact["max"]  # maxima stay exact
         for k in ("p50", "p90", "p99", "p99.9"):
             assert q[measure][k] == pytest.approx(exact[k], rel=rollups.RELATIVE_ERROR + 1e-12)
+    # ITL by output-token position: the same bins and gap counts, quantiles within the bound.
+    pos, r_pos = latency.itl_by_position(cur, flt), latency.itl_by_position(cur, flt, exact=True)
+    assert pos.attrs["relative_error"] == rollups.RELATIVE_ERROR
+    assert r_pos.attrs["relative_error"] == 0 and r_pos["gaps"].sum() > 0
+    assert list(pos["position_from"]) == list(r_pos["position_from"])
+    assert list(pos["gaps"]) == list(r_pos["gaps"])
+    for k in ("itl_p50", "itl_p90"):
+        assert list(pos[k]) == pytest.approx(list(r_pos[k]), rel=rollups.RELATIVE_ERROR + 1e-12)
+    # Latency trends per local hour and day: the same buckets and counts, percentiles within
+    # the bound; a zone with a half-hour offset cannot sum UTC hours, so it reads raw rows.
+    for bucket, tz in (("1h", "Europe/Berlin"), ("1d", "America/New_York"), ("1d", "UTC")):
+        got, exact = _trends(cur, flt, bucket, tz)
+        assert got.attrs["relative_error"] == rollups.RELATIVE_ERROR
+        assert list(got["bucket"]) == list(exact["bucket"])
+        assert list(got["requests"]) == list(exact["requests"]) and exact["requests"].sum() > 0
+        for column in [c for c in exact.columns if c.endswith(("_p50", "_p90", "_p99"))]:
+            want = exact[column].to_numpy(dtype=float)
+            assert np.array_equal(np.isnan(got[column].to_numpy(dtype=float)), np.isnan(want))
+            assert got[column].dropna().tolist() == pytest.approx(
+                exact[column].dropna().tolist(), rel=rollups.RELATIVE_ERROR + 1e-12
+            )
+    assert latency.trend(cur, flt, "1d", "Asia/Kolkata").attrs["relative_error"] == 0
+
+
+def _trends(cur, flt: Filter, bucket: str, tz: str) -> tuple:
+    return latency.trend(cur, flt, bucket, tz), latency.trend(cur, flt, bucket, tz, exact=True)
 
 
 def test_dirty_hours_are_read_raw_until_rebuilt(seeded, monkeypatch):
@@ -95,11 +121,19 @@ def test_dirty_hours_are_read_raw_until_rebuilt(seeded, monkeypatch):
     before = shapes.heatmap(cur, flt).total
     # Rows written into an hour whose rollup is already built: counted at once, raw.
     hour = END - 40 * H
+    gaps_before = latency.itl_by_position(cur, flt)["gaps"].sum()
     recs = [
-        record(i, "late", started_at=(hour + timedelta(seconds=i)).isoformat(), isl=5000 + i)
+        record(
+            i,
+            "late",
+            started_at=(hour + timedelta(seconds=i)).isoformat(),
+            isl=5000 + i,
+            token_gaps_ms=[20.0, 21.5, 19.0],
+        )
         for i in range(25)
     ]
     store(seeded, recs, gateway="late-gw")
+    assert latency.itl_by_position(cur, flt)["gaps"].sum() == gaps_before + 75
     sp = rollup_source.split(cur, flt)
     assert sp is not None and hour in sp.dirty
     assert shapes.heatmap(cur, flt).total == before + 25
@@ -110,6 +144,7 @@ def test_dirty_hours_are_read_raw_until_rebuilt(seeded, monkeypatch):
     r_heat, _, r_four, r_q = _raw(cur, flt, monkeypatch)
     assert np.array_equal(shapes.heatmap(cur, flt).counts, r_heat.counts)
     assert shapes.quantiles(cur, flt)["isl"]["max"] == r_q["isl"]["max"]
+    assert latency.itl_by_position(cur, flt)["gaps"].sum() == gaps_before + 75
 
 
 def test_short_windows_and_exact_requests_are_exact(seeded):

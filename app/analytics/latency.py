@@ -6,9 +6,11 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from app.analytics import rollup_source
 from app.analytics.bins import LOG2_EDGES, case_sql
 from app.analytics.filters import Filter
 from app.analytics.windows import BUCKETS
+from app.storage.rollups import POSITION_EDGES, RELATIVE_ERROR
 from app.storage.rows import first_row
 
 E2E_EDGES_MS: tuple[int, ...] = (
@@ -26,11 +28,33 @@ E2E_EDGES_MS: tuple[int, ...] = (
     120_000,
     300_000,
 )
-POSITION_EDGES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 
 
-def trend(cur: duckdb.DuckDBPyConnection, flt: Filter, bucket: str, tz: str) -> pd.DataFrame:
-    """p50/p90/p99 of TTFT, ITL and E2E and the request count per time bucket."""
+TREND_MEASURES = ("ttft_ms", "itl_ms", "e2e_ms")
+TREND_QUANTILES = (0.5, 0.9, 0.99)
+
+
+def trend(
+    cur: duckdb.DuckDBPyConnection, flt: Filter, bucket: str, tz: str, *, exact: bool = False
+) -> pd.DataFrame:
+    """p50/p90/p99 of TTFT, ITL and E2E and the request count per time bucket.
+
+    Hourly and daily buckets of a window of a day or more read the hourly rollups when `tz`
+    keeps whole-hour offsets over it (else a UTC hour would straddle two local buckets): the
+    percentiles are then within RELATIVE_ERROR, as `frame.attrs["relative_error"]` says."""
+    seconds = BUCKETS[bucket]
+    sp = None if exact or seconds < 3600 else rollup_source.split(cur, flt)
+    if sp is not None and rollup_source.hours_align(cur, sp, tz):
+        found = rollup_source.values_over_time(
+            cur, flt, sp, seconds, tz, TREND_MEASURES, TREND_QUANTILES
+        )
+        if found is not None:
+            frame, stats = found
+            for m in TREND_MEASURES:
+                for k, name in enumerate(("p50", "p90", "p99")):
+                    frame[f"{m}_{name}"] = stats[m][:, k]
+            frame.attrs["relative_error"] = RELATIVE_ERROR
+            return frame
     where, params = flt.where()
     cols = ", ".join(
         f"quantile_cont({m}, [0.5, 0.9, 0.99]) AS {m}" for m in ("ttft_ms", "itl_ms", "e2e_ms")
@@ -44,6 +68,7 @@ def trend(cur: duckdb.DuckDBPyConnection, flt: Filter, bucket: str, tz: str) -> 
         values = frame.pop(m)
         for k, name in enumerate(("p50", "p90", "p99")):
             frame[f"{m}_{name}"] = [None if v is None else v[k] for v in values]
+    frame.attrs["relative_error"] = 0.0
     return frame
 
 
@@ -67,8 +92,23 @@ def ttft_vs_isl(cur: duckdb.DuckDBPyConnection, flt: Filter) -> tuple[pd.DataFra
     return frame, slope
 
 
-def itl_by_position(cur: duckdb.DuckDBPyConnection, flt: Filter) -> pd.DataFrame:
-    """Median and p90 inter-token gap per output-token position bucket (from token_gaps_ms)."""
+def itl_by_position(
+    cur: duckdb.DuckDBPyConnection, flt: Filter, *, exact: bool = False
+) -> pd.DataFrame:
+    """Median and p90 inter-token gap per output-token position bucket (from token_gaps_ms).
+
+    A window of a day or more reads the hourly gap rollup: its quantiles are within
+    RELATIVE_ERROR, as `frame.attrs["relative_error"]` says (0.0 when exact)."""
+    sp = None if exact else rollup_source.split(cur, flt)
+    rolled = rollup_source.gap_quantiles(cur, flt, sp, (0.5, 0.9)) if sp is not None else None
+    if rolled is not None:
+        frame = pd.DataFrame(
+            [(pb, n, q[0], q[1]) for pb, (n, q) in sorted(rolled.items())],
+            columns=["bin", "gaps", "itl_p50", "itl_p90"],
+        )
+        frame["position_from"] = [POSITION_EDGES[int(b)] for b in frame["bin"]]
+        frame.attrs["relative_error"] = RELATIVE_ERROR
+        return frame
     where, params = flt.where()
     pos_case, edge_params = case_sql("pos", POSITION_EDGES)
     frame = cur.execute(
@@ -81,6 +121,7 @@ def itl_by_position(cur: duckdb.DuckDBPyConnection, flt: Filter) -> pd.DataFrame
         edge_params + params,
     ).df()
     frame["position_from"] = [POSITION_EDGES[int(b)] for b in frame["bin"]]
+    frame.attrs["relative_error"] = 0.0
     return frame
 
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import duckdb
 import numpy as np
+import pandas as pd
 
 from app.analytics.filters import Filter
 from app.storage.rollups import (
@@ -21,9 +23,15 @@ from app.storage.rollups import (
     MEASURES,
     ZERO_BUCKET,
     bucket_sql,
+    gaps_sql,
     half_octave_sql,
 )
 
+# One row per (request, measure): the raw side of `rollup_values`.
+_MEASURE_ROWS = (
+    f"unnest(range({len(MEASURES)})) AS measure, "
+    f"unnest([{', '.join(f'{m}::DOUBLE' for m in MEASURES)}]) AS v"
+)
 MIN_HOURS = 24  # shorter windows read raw rows: exact quantiles, and fast enough
 HOUR = timedelta(hours=1)
 # [lo, hi) of hours, either end open when its parameter is NULL.
@@ -95,16 +103,119 @@ def _rollup_where(flt: Filter, sp: Split) -> tuple[str, list]:
     return where, [sp.lo, sp.hi, sp.dirty, *params]
 
 
-def _raw_selects(flt: Filter, sp: Split, template: str) -> tuple[list[str], list]:
+def _raw_selects(
+    flt: Filter, sp: Split, template: str, lead: list | None = None, tail: list | None = None
+) -> tuple[list[str], list]:
     """`template` once per raw interval, its `{src}` the interval's rows (so each SELECT can
-    skip row groups by time)."""
+    skip row groups by time); `lead` and `tail` are the template's own parameters before and
+    after `{src}`."""
     dims, dim_params = flt.dims_where()
     src = f"(SELECT * FROM requests WHERE started_at >= ? AND started_at < ? AND {dims})"
     parts, params = [], []
     for start, end in sp.raw:
         parts.append(template.replace("{src}", src))
-        params += [start, end, *dim_params]
+        params += [*(lead or []), start, end, *dim_params, *(tail or [])]
     return parts, params
+
+
+def hours_align(cur: duckdb.DuckDBPyConnection, sp: Split, tz: str) -> bool:
+    """Whether every rolled-up hour of the window lies inside one local hour of `tz` (its UTC
+    offset is whole hours then), so hours can be summed into local hours and days."""
+    zone = ZoneInfo(tz)
+    hours = cur.execute(
+        f"SELECT DISTINCT hour FROM rollup_shapes WHERE {_IN_RANGE}", [sp.lo, sp.hi]
+    ).fetchall()
+    return all(zone.utcoffset(h[0]).total_seconds() % 3600 == 0 for h in hours)
+
+
+def values_over_time(
+    cur: duckdb.DuckDBPyConnection,
+    flt: Filter,
+    sp: Split,
+    seconds: int,
+    tz: str,
+    measures: tuple[str, ...],
+    quantiles: tuple[float, ...],
+) -> tuple[pd.DataFrame, dict[str, np.ndarray]] | None:
+    """Per time bucket of `seconds` in `tz` (a whole number of hours; see `hours_align`): the
+    buckets and request counts as a frame, and each measure's quantile estimates (one row
+    per bucket, one column per quantile; NaN where the bucket has no value of it). None when
+    no clean hour of the rollups is in the window."""
+    codes = [0] + [MEASURES.index(m) for m in measures]  # ISL (0) counts the requests
+    where, params = _rollup_where(flt, sp)
+    raw, raw_params = _raw_selects(
+        flt,
+        sp,
+        f"SELECT time_bucket(to_seconds(?), started_at, ?) AS g, measure, {bucket_sql('v')} AS b, "
+        f"count(*) AS n, max(v) AS vmax, false AS rolled FROM (SELECT started_at, {_MEASURE_ROWS} "
+        "FROM {src}) WHERE v IS NOT NULL AND list_contains(?, measure) GROUP BY ALL",
+        lead=[seconds, tz],
+        tail=[codes],
+    )
+    frame = _merged(
+        cur,
+        "SELECT g, measure, b, sum(n)::BIGINT AS n, max(vmax) AS vmax",
+        "SELECT time_bucket(to_seconds(?), hour, ?) AS g, measure, b, n, vmax, true AS rolled "
+        f"FROM rollup_values WHERE {where} AND list_contains(?, measure)",
+        raw,
+        [seconds, tz, *params, codes, *raw_params],
+        "g, measure, b",
+        frame=True,  # the bucket times as DuckDB hands them to pandas, as the raw path does
+    )
+    if frame is None:
+        return None
+    g, keys = pd.factorize(frame["g"])  # rows are sorted by g: codes follow time
+    out = pd.DataFrame({"bucket": keys})
+    requests = np.zeros(len(keys), dtype=np.int64)
+    stats: dict[str, np.ndarray] = {}
+    for code in codes:
+        rows = (frame["measure"] == code).to_numpy()
+        n = frame["n"].to_numpy()[rows]
+        est = _group_estimates(
+            g[rows],
+            frame["b"].to_numpy()[rows],
+            n,
+            frame["vmax"].to_numpy()[rows],
+            len(keys),
+            quantiles,
+        )
+        if code == 0:
+            np.add.at(requests, g[rows], n)
+        else:
+            stats[MEASURES[code]] = est
+    out["requests"] = requests
+    return out, stats
+
+
+def _group_estimates(
+    group: np.ndarray,
+    buckets: np.ndarray,
+    counts: np.ndarray,
+    vmax: np.ndarray,
+    groups: int,
+    quantiles: tuple[float, ...],
+) -> np.ndarray:
+    """`_estimate` for many groups at once (rows sorted by group, then bucket): one row per
+    group, one column per quantile, NaN for a group without rows."""
+    out = np.full((groups, len(quantiles)), np.nan)
+    if not len(counts):
+        return out
+    cum = np.cumsum(counts)
+    totals = np.bincount(group, weights=counts, minlength=groups).astype(np.int64)
+    present = np.flatnonzero(totals)
+    before = np.concatenate([[0], np.cumsum(totals)[:-1]])[present]
+    n = totals[present]
+    top = np.full(groups, -np.inf)
+    np.maximum.at(top, group, vmax)
+    mids = 2 * GAMMA ** (buckets.astype(float) + 1) / (GAMMA + 1)
+    mids[buckets == ZERO_BUCKET] = 0.0
+    for j, p in enumerate(quantiles):
+        pos = p * (n - 1)
+        k = np.floor(pos)
+        first = mids[np.searchsorted(cum, before + k, side="right")]
+        second = mids[np.searchsorted(cum, before + np.minimum(k + 1, n - 1), side="right")]
+        out[present, j] = np.minimum(first + (pos - k) * (second - first), top[present])
+    return out
 
 
 def half_octave_counts(cur: duckdb.DuckDBPyConnection, flt: Filter, sp: Split) -> np.ndarray:
@@ -125,6 +236,57 @@ def half_octave_counts(cur: duckdb.DuckDBPyConnection, flt: Filter, sp: Split) -
     counts = np.zeros((size, size), dtype=np.int64)
     np.add.at(counts, (rows["ib"].astype(int), rows["ob"].astype(int)), rows["n"].astype(np.int64))
     return counts
+
+
+def _merged(
+    cur: duckdb.DuckDBPyConnection,
+    select: str,
+    rolled: str,
+    raw: list[str],
+    params: list,
+    keys: str,
+    *,
+    frame: bool = False,
+):
+    """`select` (aggregates grouped by `keys`) over the rollup rows `rolled` and the raw
+    parts, all flagged `rolled` or not; None when no row came from the rollups (the caller's
+    exact path is as fast then)."""
+    result = cur.execute(
+        f"{select}, bool_or(rolled) AS rolled FROM ({rolled}"
+        + "".join(f" UNION ALL {q}" for q in raw)
+        + f") GROUP BY {keys} ORDER BY {keys}",
+        params,
+    )
+    rows = result.df() if frame else result.fetchnumpy()
+    return rows if rows["rolled"].any() else None
+
+
+def gap_quantiles(
+    cur: duckdb.DuckDBPyConnection, flt: Filter, sp: Split, quantiles: tuple[float, ...]
+) -> dict[int, tuple[int, list[float]]] | None:
+    """Per output-token position bin: (gaps, [quantile estimates]) of the per-token gaps over
+    the window; None when no clean hour of the rollups is in it (the exact path is as fast)."""
+    where, params = _rollup_where(flt, sp)
+    raw, raw_params = _raw_selects(
+        flt, sp, f"SELECT pb, b, n, vmax, false AS rolled FROM ({gaps_sql('{src}', '1')})"
+    )
+    rows = _merged(
+        cur,
+        "SELECT pb, b, sum(n)::BIGINT AS n, max(vmax) AS vmax",
+        f"SELECT pb, b, n, vmax, true AS rolled FROM rollup_gaps WHERE {where}",
+        raw,
+        params + raw_params,
+        "pb, b",
+    )
+    if rows is None:
+        return None
+    out: dict[int, tuple[int, list[float]]] = {}
+    for pb in np.unique(rows["pb"]):
+        mask = rows["pb"] == pb
+        buckets, counts = rows["b"][mask], rows["n"][mask].astype(np.int64)
+        top = float(rows["vmax"][mask].max())
+        out[int(pb)] = (int(counts.sum()), [_estimate(buckets, counts, top, p) for p in quantiles])
+    return out
 
 
 def _estimate(buckets: np.ndarray, counts: np.ndarray, top: float, p: float) -> float:
@@ -174,28 +336,27 @@ def value_stats(
     no clean hour of the rollups is in the window (then the caller's exact path is as fast)."""
     where, params = _rollup_where(flt, sp)
     group = "model" if by_model else "NULL::VARCHAR"
-    values = ", ".join(f"{m}::DOUBLE" for m in MEASURES)
     # Every request has an ISL (measure 0), so its rows count requests and those not ok.
     raw, raw_params = _raw_selects(
         flt,
         sp,
         f"SELECT g, measure, {bucket_sql('v')} AS b, count(*) AS n, max(v) AS vmax, "
         "sum(v) AS vsum, count(*) FILTER (WHERE measure = 0 AND status <> 'ok') AS not_ok, "
-        f"false AS rolled FROM (SELECT {group} AS g, status, "
-        f"unnest(range({len(MEASURES)})) AS measure, unnest([{values}]) AS v FROM {{src}}) "
+        f"false AS rolled FROM (SELECT {group} AS g, status, {_MEASURE_ROWS} FROM {{src}}) "
         "WHERE v IS NOT NULL GROUP BY g, measure, b",
     )
-    rows = cur.execute(
+    rows = _merged(
+        cur,
         "SELECT g, measure, b, sum(n)::BIGINT AS n, max(vmax) AS vmax, sum(vsum) AS vsum, "
-        "sum(not_ok)::BIGINT AS not_ok, bool_or(rolled) AS rolled FROM ("
+        "sum(not_ok)::BIGINT AS not_ok",
         f"SELECT {group} AS g, measure, b, n, vmax, vsum, "
         "CASE WHEN measure = 0 AND status <> 'ok' THEN n ELSE 0 END AS not_ok, true AS rolled "
-        f"FROM rollup_values WHERE {where}"
-        + "".join(f" UNION ALL {q}" for q in raw)
-        + ") GROUP BY g, measure, b ORDER BY g, measure, b",
+        f"FROM rollup_values WHERE {where}",
+        raw,
         params + raw_params,
-    ).fetchnumpy()
-    if not rows["rolled"].any():
+        "g, measure, b",
+    )
+    if rows is None:
         return None
     out: dict[str | None, GroupStats] = {}
     groups = rows["g"]

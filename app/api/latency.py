@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
 from app.analytics import latency, traffic, windows
 from app.api.params import FilterDep
@@ -22,6 +23,9 @@ from app.api.schemas import (
 from app.deps import DbDep, SettingsDep
 
 router = APIRouter(tags=["latency and traffic"])
+ExactDep = Annotated[
+    bool, Query(description="exact quantiles from raw rows even for long windows (slower)")
+]
 
 
 def _clean(record: dict) -> dict:
@@ -30,14 +34,18 @@ def _clean(record: dict) -> dict:
 
 
 @router.get("/api/latency/trend", response_model=TrendOut)
-def latency_trend(db: DbDep, flt: FilterDep, settings: SettingsDep) -> TrendOut:
-    """p50/p90/p99 of TTFT, ITL and E2E per time bucket (5 min, 1 h or 1 d from the window)."""
+def latency_trend(
+    db: DbDep, flt: FilterDep, settings: SettingsDep, exact: ExactDep = False
+) -> TrendOut:
+    """p50/p90/p99 of TTFT, ITL and E2E per time bucket (5 min, 1 h or 1 d from the window).
+    Hourly and daily buckets of windows of a day or more come from hourly rollups (within
+    ±0.99%, see `relative_error`); `exact=true` reads raw rows."""
     cur = db.cursor()
     start, end, _ = windows.span(cur, flt)
     bucket = windows.bucket_for(start, end)
-    frame = latency.trend(cur, flt, bucket, settings.tz)
+    frame = latency.trend(cur, flt, bucket, settings.tz, exact=exact)
     points = [TrendPoint(**_clean(r)) for r in frame.to_dict("records")]
-    return TrendOut(bucket=bucket, points=points)
+    return TrendOut(bucket=bucket, points=points, relative_error=frame.attrs["relative_error"])
 
 
 @router.get("/api/latency/ttft-vs-isl", response_model=TtftVsIslOut)
@@ -57,10 +65,13 @@ def ttft_vs_isl(db: DbDep, flt: FilterDep) -> TtftVsIslOut:
 
 
 @router.get("/api/latency/itl-by-position", response_model=ItlByPositionOut)
-def itl_by_position(db: DbDep, flt: FilterDep) -> ItlByPositionOut:
-    """Median and p90 inter-token gap per output-token position bucket."""
-    frame = latency.itl_by_position(db.cursor(), flt)
+def itl_by_position(db: DbDep, flt: FilterDep, exact: ExactDep = False) -> ItlByPositionOut:
+    """Median and p90 inter-token gap per output-token position bucket. Windows of a day or
+    more are read from hourly rollups (within ±0.99%, see `relative_error`); shorter windows,
+    or `exact=true`, are exact."""
+    frame = latency.itl_by_position(db.cursor(), flt, exact=exact)
     return ItlByPositionOut(
+        relative_error=frame.attrs["relative_error"],
         bins=[
             PositionBin(
                 position_from=int(r["position_from"]),
@@ -69,7 +80,7 @@ def itl_by_position(db: DbDep, flt: FilterDep) -> ItlByPositionOut:
                 itl_p90=float(r["itl_p90"]),
             )
             for r in frame.to_dict("records")
-        ]
+        ],
     )
 
 

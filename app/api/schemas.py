@@ -132,6 +132,14 @@ class TrendOut(BaseModel):
 
     bucket: str
     points: list[TrendPoint]
+    relative_error: float = Field(
+        description=(
+            "0 when the percentiles are exact (DuckDB's quantile_cont on raw rows); else the "
+            "most any of them may be off, relative to its value: hourly and daily buckets of "
+            "windows of a day or more are read from hourly rollups (±0.99%) when the time zone "
+            "keeps whole-hour offsets. Request counts are always exact."
+        )
+    )
 
 
 class TtftBin(BaseModel):
@@ -163,6 +171,13 @@ class ItlByPositionOut(BaseModel):
     """GET /api/latency/itl-by-position (from requests that carry token_gaps_ms)."""
 
     bins: list[PositionBin]
+    relative_error: float = Field(
+        description=(
+            "0 when the medians and p90s are exact (DuckDB's quantile_cont over every gap); "
+            "else the most any of them may be off, relative to its value: windows of a day or "
+            "more are read from hourly rollups (±0.99%). Gap counts are always exact."
+        )
+    )
 
 
 class E2eOut(BaseModel):

@@ -1,11 +1,13 @@
 """Hourly rollups of `requests`, rebuilt from the raw rows of every hour a write touched.
 
-Two tables, one row per (UTC hour, model, engine, gateway, tenant, status, bin):
+Three tables, one row per (UTC hour, model, engine, gateway, tenant, status, bin):
 - `rollup_shapes`: request counts per half-octave ISL bin and OSL bin (exact; the log2 heat
   map merges pairs of them);
 - `rollup_values`: counts of ISL, OSL, TTFT, ITL and E2E per log-spaced bucket of relative
   width GAMMA, with the largest value and the sum of each bucket (quantiles within
-  RELATIVE_ERROR; maxima, counts and sums exact).
+  RELATIVE_ERROR; maxima, counts and sums exact);
+- `rollup_gaps`: the per-token gaps of `token_gaps_ms` counted per output-token position bin
+  (POSITION_EDGES) and gap bucket, with each bucket's largest gap.
 
 Every insert into or delete from `requests` marks the hours it touched in `rollup_dirty`, in
 the same transaction. `rebuild` recomputes dirty hours from the raw rows and clears their
@@ -36,6 +38,8 @@ MEASURES = ("isl", "osl", "ttft_ms", "itl_ms", "e2e_ms")
 HALF_OCTAVE_EDGES: tuple[int, ...] = (0,) + tuple(
     e for k in range(14) for e in (16 * 2**k, 24 * 2**k)
 )[:-1]
+# Lower edges of the output-token position bins of ITL by position (gap k follows token k).
+POSITION_EDGES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 REBUILD_HOURS = 24  # hours per rebuild transaction, so a backfill yields to the mover
 # An hour is rebuilt once no write has touched it for this long: the current hour is read raw
 # while traffic flows into it, instead of being recomputed again and again.
@@ -56,12 +60,31 @@ def bucket_sql(column: str) -> str:
     )
 
 
+def _bin_sql(column: str, edges: tuple[int, ...]) -> str:
+    whens = " ".join(f"WHEN {column} < {edge} THEN {i}" for i, edge in enumerate(edges[1:]))
+    return f"(CASE {whens} ELSE {len(edges) - 1} END)"
+
+
 def half_octave_sql(column: str) -> str:
     """SQL giving the half-octave bin index of a token count (constant edges)."""
-    whens = " ".join(
-        f"WHEN {column} < {edge} THEN {i}" for i, edge in enumerate(HALF_OCTAVE_EDGES[1:])
+    return _bin_sql(column, HALF_OCTAVE_EDGES)
+
+
+def position_sql(column: str) -> str:
+    """SQL giving the POSITION_EDGES bin index of an output-token position (from 1)."""
+    return _bin_sql(column, POSITION_EDGES)
+
+
+def gaps_sql(source: str, group: str) -> str:
+    """SELECT of (`group`…, pb, b, n, vmax) over the unnested gaps of `source`'s rows; the
+    same SQL builds the rollup and reads raw hours, so both bin alike."""
+    return (
+        f"SELECT {group}, {position_sql('pos')} AS pb, {bucket_sql('gap')} AS b, "
+        "count(*) AS n, max(gap) AS vmax FROM ("
+        f"SELECT *, unnest(range(1, len(token_gaps_ms) + 1)) AS pos, "
+        f"unnest(token_gaps_ms) AS gap FROM {source} WHERE token_gaps_ms IS NOT NULL"
+        ") WHERE gap IS NOT NULL GROUP BY ALL"
     )
-    return f"(CASE {whens} ELSE {len(HALF_OCTAVE_EDGES) - 1} END)"
 
 
 def mark_inserted(con: duckdb.DuckDBPyConnection, relation: str) -> None:
@@ -109,6 +132,7 @@ def rebuild(
         params = [hours]
         con.execute("DELETE FROM rollup_shapes WHERE list_contains(?, hour)", params)
         con.execute("DELETE FROM rollup_values WHERE list_contains(?, hour)", params)
+        con.execute("DELETE FROM rollup_gaps WHERE list_contains(?, hour)", params)
         # The range lets DuckDB skip row groups by their min/max time; the list is exact.
         raw = (
             "FROM requests WHERE started_at >= ? AND started_at < ? "
@@ -128,6 +152,11 @@ def rebuild(
             f"SELECT {UTC_HOUR} AS hour, {DIMS}, "
             f"unnest(range({len(MEASURES)})) AS measure, unnest([{values}]) AS v {raw}"
             ") WHERE v IS NOT NULL GROUP BY ALL",
+            params,
+        )
+        con.execute(
+            "INSERT INTO rollup_gaps "
+            + gaps_sql(f"(SELECT {UTC_HOUR} AS hour, * {raw})", f"hour, {DIMS}"),
             params,
         )
         con.execute("DELETE FROM rollup_dirty WHERE list_contains(?, hour)", [hours])

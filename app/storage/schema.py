@@ -155,6 +155,14 @@ rollup_values = _rollup(
     Column("vsum", Double, nullable=False),
 )
 
+rollup_gaps = _rollup(
+    "rollup_gaps",
+    Column("pb", SmallInteger, nullable=False),
+    Column("b", SmallInteger, nullable=False),
+    Column("n", BigInteger, nullable=False),
+    Column("vmax", Double, nullable=False),
+)
+
 rollup_dirty = Table(
     "rollup_dirty",
     metadata,

@@ -22,6 +22,15 @@ def _card(title: str, graph_id: str, figure, note: str = "") -> html.Div:
     return html.Div(parts, className="card")
 
 
+def _position_note(positions) -> str:
+    if not len(positions):
+        return "No request in this window reports per-token times (token_gaps_ms)."
+    note = "From requests that report per-token times (token_gaps_ms)."
+    if error := positions.attrs.get("relative_error"):
+        note += f" Medians and p90s from hourly rollups: each within ±{error:.2%}."
+    return note
+
+
 def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
     """The page for a URL query."""
     cur = db.cursor()
@@ -43,7 +52,15 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
         [
             html.H2("Latency"),
             bar,
-            html.P(f"Percentiles per {bucket} bucket ({tz}).", className="muted"),
+            html.P(
+                f"Percentiles per {bucket} bucket ({tz})"
+                + (
+                    f", from hourly rollups: each within ±{error:.2%}."
+                    if (error := trend.attrs.get("relative_error"))
+                    else "."
+                ),
+                className="muted",
+            ),
             html.Div(
                 [
                     _card(
@@ -71,9 +88,7 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
                         "ITL vs output token position",
                         ids.LATENCY_ITL_POSITION,
                         figures.itl_position_figure(positions),
-                        "From requests that report per-token times (token_gaps_ms)."
-                        if len(positions)
-                        else "No request in this window reports per-token times (token_gaps_ms).",
+                        _position_note(positions),
                     ),
                     _card("Time to completion", ids.LATENCY_E2E_DIST, figures.e2e_figure(e2e)),
                 ],
