@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from app import demo
-from app.analytics import latency, rollup_source, shapes
+from app.analytics import latency, rollup_source, shapes, traffic
 from app.analytics.filters import Filter
 from app.storage import retention, rollups
 from app.storage.database import Database
@@ -109,6 +109,16 @@ def test_rollup_answers_match_raw_rows(seeded, monkeypatch, name):
                 exact[column].dropna().tolist(), rel=rollups.RELATIVE_ERROR + 1e-12
             )
     assert latency.trend(cur, flt, "1d", "Asia/Kolkata").attrs["relative_error"] == 0
+    # Traffic: rates per local hour and day and the weekday x hour matrix are exact.
+    for tz in ("Europe/Berlin", "Asia/Kolkata"):
+        for bucket in ("1h", "1d"):
+            got = traffic.rates(cur, flt, bucket, tz)
+            with monkeypatch.context() as m:
+                m.setattr(rollup_source, "split", lambda cur, flt: None)
+                want = traffic.rates(cur, flt, bucket, tz)
+                matrix = traffic.hour_weekday(cur, flt, tz)
+            assert got.to_dict("list") == want.to_dict("list") and want["requests"].sum() > 0
+            assert np.array_equal(traffic.hour_weekday(cur, flt, tz), matrix)
 
 
 def _trends(cur, flt: Filter, bucket: str, tz: str) -> tuple:

@@ -43,8 +43,8 @@ def trend(
     keeps whole-hour offsets over it (else a UTC hour would straddle two local buckets): the
     percentiles are then within RELATIVE_ERROR, as `frame.attrs["relative_error"]` says."""
     seconds = BUCKETS[bucket]
-    sp = None if exact or seconds < 3600 else rollup_source.split(cur, flt)
-    if sp is not None and rollup_source.hours_align(cur, sp, tz):
+    sp = None if exact or seconds < 3600 else rollup_source.local_split(cur, flt, tz)
+    if sp is not None:
         found = rollup_source.values_over_time(
             cur, flt, sp, seconds, tz, TREND_MEASURES, TREND_QUANTILES
         )

@@ -118,14 +118,18 @@ def _raw_selects(
     return parts, params
 
 
-def hours_align(cur: duckdb.DuckDBPyConnection, sp: Split, tz: str) -> bool:
-    """Whether every rolled-up hour of the window lies inside one local hour of `tz` (its UTC
-    offset is whole hours then), so hours can be summed into local hours and days."""
+def local_split(cur: duckdb.DuckDBPyConnection, flt: Filter, tz: str) -> Split | None:
+    """`split`, when every rolled-up hour of the window lies inside one local hour of `tz`
+    (its UTC offset is whole hours then), so hours can be summed into local hours and days;
+    else None (read raw: at +05:30 a UTC hour straddles two local hours)."""
+    sp = split(cur, flt)
+    if sp is None:
+        return None
     zone = ZoneInfo(tz)
     hours = cur.execute(
         f"SELECT DISTINCT hour FROM rollup_shapes WHERE {_IN_RANGE}", [sp.lo, sp.hi]
     ).fetchall()
-    return all(zone.utcoffset(h[0]).total_seconds() % 3600 == 0 for h in hours)
+    return sp if all(zone.utcoffset(h[0]).total_seconds() % 3600 == 0 for h in hours) else None
 
 
 def values_over_time(
@@ -137,7 +141,7 @@ def values_over_time(
     measures: tuple[str, ...],
     quantiles: tuple[float, ...],
 ) -> tuple[pd.DataFrame, dict[str, np.ndarray]] | None:
-    """Per time bucket of `seconds` in `tz` (a whole number of hours; see `hours_align`): the
+    """Per time bucket of `seconds` in `tz` (from `local_split`): the
     buckets and request counts as a frame, and each measure's quantile estimates (one row
     per bucket, one column per quantile; NaN where the bucket has no value of it). None when
     no clean hour of the rollups is in the window."""
@@ -185,6 +189,65 @@ def values_over_time(
             stats[MEASURES[code]] = est
     out["requests"] = requests
     return out, stats
+
+
+def sums_over_time(
+    cur: duckdb.DuckDBPyConnection, flt: Filter, sp: Split, seconds: int, tz: str
+) -> pd.DataFrame | None:
+    """Per time bucket of `seconds` in `tz` (from `local_split`): requests,
+    input tokens and output tokens, exact (counts and sums of the ISL and OSL buckets)."""
+    where, params = _rollup_where(flt, sp)
+    raw, raw_params = _raw_selects(
+        flt,
+        sp,
+        "SELECT time_bucket(to_seconds(?), started_at, ?) AS g, count(*) AS requests, "
+        "sum(isl) AS input_tokens, sum(osl) AS output_tokens, false AS rolled FROM {src} "
+        "GROUP BY ALL",
+        lead=[seconds, tz],
+    )
+    return _merged(
+        cur,
+        "SELECT g AS bucket, sum(requests)::BIGINT AS requests, "
+        "sum(input_tokens)::HUGEINT AS input_tokens, sum(output_tokens)::HUGEINT AS output_tokens",
+        "SELECT time_bucket(to_seconds(?), hour, ?) AS g, "
+        "sum(n) FILTER (WHERE measure = 0) AS requests, "
+        "sum(vsum) FILTER (WHERE measure = 0) AS input_tokens, "
+        "sum(vsum) FILTER (WHERE measure = 1) AS output_tokens, true AS rolled "
+        f"FROM rollup_values WHERE {where} AND measure IN (0, 1) GROUP BY ALL",
+        raw,
+        [seconds, tz, *params, *raw_params],
+        "g",
+        frame=True,
+    )
+
+
+def local_hour_counts(
+    cur: duckdb.DuckDBPyConnection, flt: Filter, sp: Split, tz: str
+) -> np.ndarray | None:
+    """7 x 24 request counts by local weekday (row 0 Monday) and hour of day in `tz`
+    (from `local_split`), exact; None when no rollup hour is in the window."""
+    where, params = _rollup_where(flt, sp)
+    local = "isodow({t} AT TIME ZONE ?) - 1 AS d, hour({t} AT TIME ZONE ?) AS h"
+    raw, raw_params = _raw_selects(
+        flt,
+        sp,
+        f"SELECT {local.format(t='started_at')}, count(*) AS n, false AS rolled FROM {{src}} "
+        "GROUP BY ALL",
+        lead=[tz, tz],
+    )
+    rows = _merged(
+        cur,
+        "SELECT d, h, sum(n)::BIGINT AS n",
+        f"SELECT {local.format(t='hour')}, n, true AS rolled FROM rollup_shapes WHERE {where}",
+        raw,
+        [tz, tz, *params, *raw_params],
+        "d, h",
+    )
+    if rows is None:
+        return None
+    matrix = np.zeros((7, 24), dtype=np.int64)
+    matrix[rows["d"].astype(int), rows["h"].astype(int)] = rows["n"]
+    return matrix
 
 
 def _group_estimates(
@@ -258,7 +321,9 @@ def _merged(
         params,
     )
     rows = result.df() if frame else result.fetchnumpy()
-    return rows if rows["rolled"].any() else None
+    if not rows["rolled"].any():
+        return None
+    return rows.drop(columns="rolled") if frame else rows
 
 
 def gap_quantiles(

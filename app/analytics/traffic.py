@@ -6,20 +6,27 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from app.analytics import rollup_source
 from app.analytics.filters import Filter
 from app.analytics.windows import BUCKETS
 
 
 def rates(cur: duckdb.DuckDBPyConnection, flt: Filter, bucket: str, tz: str) -> pd.DataFrame:
-    """Requests/s, input tokens/s and output tokens/s per time bucket."""
-    where, params = flt.where()
+    """Requests/s, input tokens/s and output tokens/s per time bucket.
+
+    Hourly and daily buckets of a window of a day or more sum the hourly rollups (exact) when
+    `tz` keeps whole-hour offsets over it."""
     seconds = BUCKETS[bucket]
-    frame = cur.execute(
-        f"SELECT time_bucket(to_seconds(?), started_at, ?) AS bucket, count(*) AS requests, "
-        f"sum(isl) AS input_tokens, sum(osl) AS output_tokens FROM requests WHERE {where} "
-        "GROUP BY 1 ORDER BY 1",
-        [seconds, tz, *params],
-    ).df()
+    sp = rollup_source.local_split(cur, flt, tz) if seconds >= 3600 else None
+    frame = rollup_source.sums_over_time(cur, flt, sp, seconds, tz) if sp else None
+    if frame is None:
+        where, params = flt.where()
+        frame = cur.execute(
+            f"SELECT time_bucket(to_seconds(?), started_at, ?) AS bucket, count(*) AS requests, "
+            f"sum(isl) AS input_tokens, sum(osl) AS output_tokens FROM requests WHERE {where} "
+            "GROUP BY 1 ORDER BY 1",
+            [seconds, tz, *params],
+        ).df()
     frame["requests_per_s"] = frame["requests"] / seconds
     frame["input_tokens_per_s"] = frame["input_tokens"] / seconds
     frame["output_tokens_per_s"] = frame["output_tokens"] / seconds
@@ -27,7 +34,11 @@ def rates(cur: duckdb.DuckDBPyConnection, flt: Filter, bucket: str, tz: str) -> 
 
 
 def hour_weekday(cur: duckdb.DuckDBPyConnection, flt: Filter, tz: str) -> np.ndarray:
-    """7 x 24 request counts: row 0 is Monday, column h is hour h of the day, both in tz."""
+    """7 x 24 request counts: row 0 is Monday, column h is hour h of the day, both in tz
+    (from the hourly rollups, exact, for a window of a day or more in a whole-hour zone)."""
+    sp = rollup_source.local_split(cur, flt, tz)
+    if sp is not None and (matrix := rollup_source.local_hour_counts(cur, flt, sp, tz)) is not None:
+        return matrix
     where, params = flt.where()
     rows = cur.execute(
         "SELECT isodow(started_at AT TIME ZONE ?) - 1 AS d, hour(started_at AT TIME ZONE ?) AS h, "
