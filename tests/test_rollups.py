@@ -95,6 +95,18 @@ def test_rollup_answers_match_raw_rows(seeded, monkeypatch, name):
     assert list(pos["gaps"]) == list(r_pos["gaps"])
     for k in ("itl_p50", "itl_p90"):
         assert list(pos[k]) == pytest.approx(list(r_pos[k]), rel=rollups.RELATIVE_ERROR + 1e-12)
+    # TTFT by input length: the same bins and counts, quantiles within the bound, the slope
+    # exact but for rounding (sums instead of DuckDB's regr_slope).
+    (ttft, slope), (r_ttft, r_slope) = (
+        latency.ttft_vs_isl(cur, flt),
+        latency.ttft_vs_isl(cur, flt, exact=True),
+    )
+    assert ttft.attrs["relative_error"] == rollups.RELATIVE_ERROR
+    assert list(ttft["isl_from"]) == list(r_ttft["isl_from"])
+    assert list(ttft["requests"]) == list(r_ttft["requests"]) and r_ttft["requests"].sum() > 0
+    for k in ("ttft_p50", "ttft_p90"):
+        assert list(ttft[k]) == pytest.approx(list(r_ttft[k]), rel=rollups.RELATIVE_ERROR + 1e-12)
+    assert slope == pytest.approx(r_slope, rel=1e-6)
     # Latency trends per local hour and day: the same buckets and counts, percentiles within
     # the bound; a zone with a half-hour offset cannot sum UTC hours, so it reads raw rows.
     for bucket, tz in (("1h", "Europe/Berlin"), ("1d", "America/New_York"), ("1d", "UTC")):

@@ -72,8 +72,24 @@ def trend(
     return frame
 
 
-def ttft_vs_isl(cur: duckdb.DuckDBPyConnection, flt: Filter) -> tuple[pd.DataFrame, float | None]:
-    """Median and p90 TTFT per ISL bin, and the fitted slope in ms per 1,000 input tokens."""
+def ttft_vs_isl(
+    cur: duckdb.DuckDBPyConnection, flt: Filter, *, exact: bool = False
+) -> tuple[pd.DataFrame, float | None]:
+    """Median and p90 TTFT per ISL bin, and the fitted slope in ms per 1,000 input tokens.
+
+    A window of a day or more reads the hourly TTFT rollup: medians and p90s within
+    RELATIVE_ERROR (`frame.attrs["relative_error"]`), counts and the slope exact."""
+    sp = None if exact else rollup_source.split(cur, flt)
+    rolled = rollup_source.ttft_by_isl(cur, flt, sp, (0.5, 0.9)) if sp is not None else None
+    if rolled is not None:
+        bins, slope = rolled
+        frame = pd.DataFrame(
+            [(k, n, q[0], q[1]) for k, (n, q) in sorted(bins.items())],
+            columns=["bin", "requests", "ttft_p50", "ttft_p90"],
+        )
+        frame["isl_from"] = [LOG2_EDGES[int(b)] for b in frame["bin"]]
+        frame.attrs["relative_error"] = RELATIVE_ERROR
+        return frame, None if slope is None else slope * 1000
     where, params = flt.where()
     isl_case, edge_params = case_sql("isl", LOG2_EDGES)
     frame = cur.execute(
@@ -83,6 +99,7 @@ def ttft_vs_isl(cur: duckdb.DuckDBPyConnection, flt: Filter) -> tuple[pd.DataFra
         edge_params + params,
     ).df()
     frame["isl_from"] = [LOG2_EDGES[int(b)] for b in frame["bin"]]
+    frame.attrs["relative_error"] = 0.0
     row = first_row(
         cur,
         f"SELECT regr_slope(ttft_ms, isl) FROM requests WHERE {where} AND ttft_ms IS NOT NULL",

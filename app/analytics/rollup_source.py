@@ -25,6 +25,7 @@ from app.storage.rollups import (
     bucket_sql,
     gaps_sql,
     half_octave_sql,
+    ttft_sql,
 )
 
 # One row per (request, measure): the raw side of `rollup_values`.
@@ -352,6 +353,41 @@ def gap_quantiles(
         top = float(rows["vmax"][mask].max())
         out[int(pb)] = (int(counts.sum()), [_estimate(buckets, counts, top, p) for p in quantiles])
     return out
+
+
+def ttft_by_isl(
+    cur: duckdb.DuckDBPyConnection, flt: Filter, sp: Split, quantiles: tuple[float, ...]
+) -> tuple[dict[int, tuple[int, list[float]]], float | None] | None:
+    """Per octave ISL bin (LOG2_EDGES: half-octave bins 2k-1 and 2k): (requests with a TTFT,
+    [TTFT quantile estimates]); and the least-squares slope of TTFT on ISL in ms per token
+    (exact but for rounding). None when no clean hour of the rollups is in the window."""
+    where, params = _rollup_where(flt, sp)
+    columns = "ib, b, n, vmax, sx, sy, sxy, sxx"
+    raw, raw_params = _raw_selects(
+        flt, sp, f"SELECT {columns}, false AS rolled FROM ({ttft_sql('{src}', '1')})"
+    )
+    rows = _merged(
+        cur,
+        "SELECT (ib + 1) // 2 AS bin, b, sum(n)::BIGINT AS n, max(vmax) AS vmax, "
+        "sum(sx) AS sx, sum(sy) AS sy, sum(sxy) AS sxy, sum(sxx) AS sxx",
+        f"SELECT {columns}, true AS rolled FROM rollup_ttft WHERE {where}",
+        raw,
+        params + raw_params,
+        "bin, b",
+    )
+    if rows is None:
+        return None
+    out: dict[int, tuple[int, list[float]]] = {}
+    for k in np.unique(rows["bin"]):
+        mask = rows["bin"] == k
+        buckets, counts = rows["b"][mask], rows["n"][mask].astype(np.int64)
+        top = float(rows["vmax"][mask].max())
+        out[int(k)] = (int(counts.sum()), [_estimate(buckets, counts, top, p) for p in quantiles])
+    n = float(rows["n"].sum())
+    sx, sy, sxy, sxx = (float(rows[c].sum()) for c in ("sx", "sy", "sxy", "sxx"))
+    spread = n * sxx - sx * sx
+    slope = (n * sxy - sx * sy) / spread if n > 1 and spread > 0 else None
+    return out, slope
 
 
 def _estimate(buckets: np.ndarray, counts: np.ndarray, top: float, p: float) -> float:

@@ -49,9 +49,11 @@ def latency_trend(
 
 
 @router.get("/api/latency/ttft-vs-isl", response_model=TtftVsIslOut)
-def ttft_vs_isl(db: DbDep, flt: FilterDep) -> TtftVsIslOut:
-    """Median and p90 TTFT per log2 ISL bin, and the fitted ms per 1,000 input tokens."""
-    frame, slope = latency.ttft_vs_isl(db.cursor(), flt)
+def ttft_vs_isl(db: DbDep, flt: FilterDep, exact: ExactDep = False) -> TtftVsIslOut:
+    """Median and p90 TTFT per log2 ISL bin, and the fitted ms per 1,000 input tokens.
+    Windows of a day or more are read from hourly rollups (medians and p90s within ±0.99%,
+    see `relative_error`); `exact=true` reads raw rows."""
+    frame, slope = latency.ttft_vs_isl(db.cursor(), flt, exact=exact)
     bins = [
         TtftBin(
             isl_from=int(r["isl_from"]),
@@ -61,7 +63,9 @@ def ttft_vs_isl(db: DbDep, flt: FilterDep) -> TtftVsIslOut:
         )
         for r in frame.to_dict("records")
     ]
-    return TtftVsIslOut(bins=bins, slope_ms_per_1k_tokens=slope)
+    return TtftVsIslOut(
+        bins=bins, slope_ms_per_1k_tokens=slope, relative_error=frame.attrs["relative_error"]
+    )
 
 
 @router.get("/api/latency/itl-by-position", response_model=ItlByPositionOut)

@@ -156,6 +156,13 @@ class TtftVsIslOut(BaseModel):
 
     bins: list[TtftBin]
     slope_ms_per_1k_tokens: float | None
+    relative_error: float = Field(
+        description=(
+            "0 when the medians and p90s are exact (DuckDB's quantile_cont on raw rows); else "
+            "the most any of them may be off, relative to its value: windows of a day or more "
+            "are read from hourly rollups (±0.99%). Counts and the slope are exact."
+        )
+    )
 
 
 class PositionBin(BaseModel):

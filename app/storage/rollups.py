@@ -1,13 +1,15 @@
 """Hourly rollups of `requests`, rebuilt from the raw rows of every hour a write touched.
 
-Three tables, one row per (UTC hour, model, engine, gateway, tenant, status, bin):
+Four tables, one row per (UTC hour, model, engine, gateway, tenant, status, bin):
 - `rollup_shapes`: request counts per half-octave ISL bin and OSL bin (exact; the log2 heat
   map merges pairs of them);
 - `rollup_values`: counts of ISL, OSL, TTFT, ITL and E2E per log-spaced bucket of relative
   width GAMMA, with the largest value and the sum of each bucket (quantiles within
   RELATIVE_ERROR; maxima, counts and sums exact);
 - `rollup_gaps`: the per-token gaps of `token_gaps_ms` counted per output-token position bin
-  (POSITION_EDGES) and gap bucket, with each bucket's largest gap.
+  (POSITION_EDGES) and gap bucket, with each bucket's largest gap;
+- `rollup_ttft`: TTFT per half-octave ISL bin and TTFT bucket, with each bucket's largest
+  TTFT and the sums a least-squares fit of TTFT on ISL needs (Σx, Σy, Σxy, Σx²).
 
 Every insert into or delete from `requests` marks the hours it touched in `rollup_dirty`, in
 the same transaction. `rebuild` recomputes dirty hours from the raw rows and clears their
@@ -75,6 +77,17 @@ def position_sql(column: str) -> str:
     return _bin_sql(column, POSITION_EDGES)
 
 
+def ttft_sql(source: str, group: str) -> str:
+    """SELECT of (`group`…, ib, b, n, vmax, sx, sy, sxy, sxx) over `source`'s rows that have
+    a TTFT; the same SQL builds the rollup and reads raw hours."""
+    return (
+        f"SELECT {group}, {half_octave_sql('isl')} AS ib, {bucket_sql('ttft_ms')} AS b, "
+        "count(*) AS n, max(ttft_ms) AS vmax, sum(isl::DOUBLE) AS sx, sum(ttft_ms) AS sy, "
+        "sum(isl::DOUBLE * ttft_ms) AS sxy, sum(isl::DOUBLE * isl) AS sxx "
+        f"FROM {source} WHERE ttft_ms IS NOT NULL GROUP BY ALL"
+    )
+
+
 def gaps_sql(source: str, group: str) -> str:
     """SELECT of (`group`…, pb, b, n, vmax) over the unnested gaps of `source`'s rows; the
     same SQL builds the rollup and reads raw hours, so both bin alike."""
@@ -133,6 +146,7 @@ def rebuild(
         con.execute("DELETE FROM rollup_shapes WHERE list_contains(?, hour)", params)
         con.execute("DELETE FROM rollup_values WHERE list_contains(?, hour)", params)
         con.execute("DELETE FROM rollup_gaps WHERE list_contains(?, hour)", params)
+        con.execute("DELETE FROM rollup_ttft WHERE list_contains(?, hour)", params)
         # The range lets DuckDB skip row groups by their min/max time; the list is exact.
         raw = (
             "FROM requests WHERE started_at >= ? AND started_at < ? "
@@ -154,11 +168,9 @@ def rebuild(
             ") WHERE v IS NOT NULL GROUP BY ALL",
             params,
         )
-        con.execute(
-            "INSERT INTO rollup_gaps "
-            + gaps_sql(f"(SELECT {UTC_HOUR} AS hour, * {raw})", f"hour, {DIMS}"),
-            params,
-        )
+        hourly = f"(SELECT {UTC_HOUR} AS hour, * {raw})"
+        con.execute("INSERT INTO rollup_gaps " + gaps_sql(hourly, f"hour, {DIMS}"), params)
+        con.execute("INSERT INTO rollup_ttft " + ttft_sql(hourly, f"hour, {DIMS}"), params)
         con.execute("DELETE FROM rollup_dirty WHERE list_contains(?, hour)", [hours])
         con.execute("COMMIT")
     except BaseException:

@@ -163,6 +163,18 @@ rollup_gaps = _rollup(
     Column("vmax", Double, nullable=False),
 )
 
+rollup_ttft = _rollup(
+    "rollup_ttft",
+    Column("ib", SmallInteger, nullable=False),
+    Column("b", SmallInteger, nullable=False),
+    Column("n", BigInteger, nullable=False),
+    Column("vmax", Double, nullable=False),
+    Column("sx", Double, nullable=False),  # sums for the least-squares TTFT-on-ISL slope
+    Column("sy", Double, nullable=False),
+    Column("sxy", Double, nullable=False),
+    Column("sxx", Double, nullable=False),
+)
+
 rollup_dirty = Table(
     "rollup_dirty",
     metadata,

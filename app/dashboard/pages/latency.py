@@ -48,6 +48,8 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
         if slope is not None
         else "No TTFT values in this window."
     )
+    if slope is not None and (error := ttft.attrs.get("relative_error")):
+        slope_note += f" Medians and p90s from hourly rollups: each within ±{error:.2%}."
     return html.Div(
         [
             html.H2("Latency"),
