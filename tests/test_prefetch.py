@@ -126,6 +126,12 @@ def test_the_first_layout_already_holds_the_page_its_referer_names(settings):
             assert _find(layout, "_pages_store")["props"]["data"] == {
                 "title": "tokenshape · Shapes"
             }
+            # A Referer cut to the origin ("/", the Overview) while the browser is on another
+            # page: no build of that URL was started by an HTML request, so no page rides in.
+            c.get("/latency?window=all", headers={"Accept": "text/html"})
+            cut = _first_layout(c, "/")
+            assert not _find(cut, "_pages_content")["props"].get("children")
+            assert "pathname" not in _find(cut, "_pages_location")["props"]
             # No Referer (or not a page): Dash's empty container, filled by its callback.
             for referer in (None, "/api/health", "/nowhere"):
                 content = _find(_first_layout(c, referer), "_pages_content")["props"]
@@ -137,10 +143,12 @@ def test_the_first_layout_already_holds_the_page_its_referer_names(settings):
 
 def test_the_first_layout_never_holds_the_admin_page_for_a_viewer(secured):
     with secured.login("vic") as viewer:
-        content = _find(_first_layout(viewer, "/admin"), "_pages_content")["props"]
-        assert not content.get("children")
-        assert "admin-form" not in json.dumps(_first_layout(viewer, "/admin"))
+        assert viewer.get("/admin", headers={"Accept": "text/html"}).status_code == 403
+        layout = _first_layout(viewer, "/admin")
+        assert not _find(layout, "_pages_content")["props"].get("children")
+        assert "admin-form" not in json.dumps(layout)
     with secured.login("ada") as admin:
+        admin.get("/admin", headers={"Accept": "text/html"})
         assert "admin-form" in json.dumps(_first_layout(admin, "/admin"))
 
 

@@ -299,3 +299,14 @@ def test_an_open_ended_short_window_is_exact(seeded):
     assert rollup_source.split(seeded.cursor(), recent) is None
     naive = Filter(start=datetime(2026, 11, 19, 5, 30), end=datetime(2026, 11, 22, 7, 10))
     assert rollup_source.split(seeded.cursor(), naive) is not None  # naive means UTC
+
+
+def test_local_hours_and_days_come_from_rollups_only_in_whole_hour_zones(seeded):
+    """A UTC hour lies inside one local hour only where the offset is whole hours: in November
+    Adelaide is +10:30, Kolkata +05:30 and Kathmandu +05:45, so they read raw rows."""
+    cur = seeded.cursor()
+    flt = Filter(start=END - 72 * H, end=END)
+    for tz in ("UTC", "Europe/Berlin", "America/New_York"):
+        assert rollup_source.local_split(cur, flt, tz) is not None
+    for tz in ("Asia/Kolkata", "Asia/Kathmandu", "Australia/Adelaide"):
+        assert rollup_source.local_split(cur, flt, tz) is None

@@ -130,7 +130,9 @@ def local_split(cur: duckdb.DuckDBPyConnection, flt: Filter, tz: str) -> Split |
     hours = cur.execute(
         f"SELECT DISTINCT hour FROM rollup_shapes WHERE {_IN_RANGE}", [sp.lo, sp.hi]
     ).fetchall()
-    return sp if all(zone.utcoffset(h[0]).total_seconds() % 3600 == 0 for h in hours) else None
+    # astimezone: ZoneInfo.utcoffset(dt) would read dt's wall clock as local time.
+    whole = all(h[0].astimezone(zone).utcoffset().total_seconds() % 3600 == 0 for h in hours)
+    return sp if whole else None
 
 
 def values_over_time(

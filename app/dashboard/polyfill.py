@@ -26,9 +26,14 @@ GRAPH_CHUNK = "async-graph.js"
 _POLYFILL_TAG = re.compile(r'<script src="[^"]*/polyfill@[^"]*"></script>\s*')
 
 
+def runtime_served() -> bool:
+    """Whether the runtime is among the assets (decided once, when Dash collects them)."""
+    return RUNTIME.is_file()
+
+
 def drop_polyfill(scripts: str) -> str:
-    """The page's script tags without Dash's Babel polyfill, if the runtime replaces it."""
-    return _POLYFILL_TAG.sub("", scripts) if RUNTIME.is_file() else scripts
+    """The page's script tags without Dash's Babel polyfill."""
+    return _POLYFILL_TAG.sub("", scripts)
 
 
 def preload_graph(prefix: str) -> str:

@@ -13,6 +13,7 @@ first layout instead of waiting for Dash's routing callback."""
 from __future__ import annotations
 
 import contextvars
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -28,6 +29,7 @@ TTL_S = 15.0
 MAX_PENDING = 8  # a burst of page loads must not pile up queries nobody will read
 pages: dict[str, Callable] = {}  # page path → its layout builder (register_page fills it)
 _pending: dict[tuple, tuple[float, Future]] = {}
+_lock = threading.Lock()
 # Concurrent futures, not asyncio ones: the layout request waits for them in a worker thread.
 _builds = ThreadPoolExecutor(max_workers=MAX_PENDING, thread_name_prefix="tokenshape-page")
 _page_url: ContextVar[tuple[str, str] | None] = ContextVar("tokenshape_page_url", default=None)
@@ -49,7 +51,7 @@ def _key(path: str, query: dict) -> tuple:
 def _forget_stale(now: float) -> None:
     for key, (at, _) in list(_pending.items()):
         if now - at > TTL_S:
-            _pending.pop(key, None)  # a layout request may take it in another thread meanwhile
+            del _pending[key]
 
 
 def start(path: str, search: str) -> None:
@@ -57,32 +59,36 @@ def start(path: str, search: str) -> None:
     build = pages.get(path)
     if build is None:
         return
-    now = time.monotonic()
-    _forget_stale(now)
     query = query_of(search)
     key = _key(path, query)
-    if key in _pending or len(_pending) >= MAX_PENDING:
-        return
-    # The build runs as the caller: the auth context goes with it.
-    _pending[key] = (now, _builds.submit(contextvars.copy_context().run, build, **query))
+    with _lock:  # the event loop starts builds; layout requests' worker threads take them
+        now = time.monotonic()
+        _forget_stale(now)
+        if key in _pending or len(_pending) >= MAX_PENDING:
+            return
+        # The build runs as the caller: the auth context goes with it.
+        _pending[key] = (now, _builds.submit(contextvars.copy_context().run, build, **query))
 
 
 def peek(path: str, query: dict) -> Future | None:
     """The started build for this URL and caller, if fresh, left in place."""
-    hit = _pending.get(_key(path, query))
+    with _lock:
+        hit = _pending.get(_key(path, query))
     if hit is None or time.monotonic() - hit[0] > TTL_S:
         return None
     return hit[1]
 
 
-def take(path: str, query: dict) -> Future | None:
-    """The started build for this URL and caller, if fresh (removed: used once)."""
-    if not _pending:
-        return None
-    hit = _pending.pop(_key(path, query), None)
-    if hit is None or time.monotonic() - hit[0] > TTL_S:
-        return None
-    return hit[1]
+def take(path: str, query: dict, build: Future | None = None) -> Future | None:
+    """The started build for this URL and caller, if fresh (removed: used once); with
+    `build`, only that one (a newer build for the same URL stays)."""
+    key = _key(path, query)
+    with _lock:
+        hit = _pending.get(key)
+        if hit is None or (build is not None and hit[1] is not build):
+            return None
+        del _pending[key]
+    return hit[1] if time.monotonic() - hit[0] <= TTL_S else None
 
 
 def page_url() -> tuple[str, str] | None:

@@ -52,6 +52,10 @@ class _Dash(Dash):
     """Dash that leaves plotly.js to the partial bundle when it is usable (see plotlyjs), and
     its Babel polyfill to regenerator-runtime (see polyfill)."""
 
+    # Set once at mount, next to Dash collecting its assets: the page must never drop the
+    # polyfill for a runtime that is not served (say, one built while the server runs).
+    runtime_served = False
+
     def _setup_plotlyjs(self) -> None:
         if not plotlyjs.partial_plotly_usable():
             super()._setup_plotlyjs()
@@ -59,7 +63,8 @@ class _Dash(Dash):
     def interpolate_index(self, **kwargs: str) -> str:
         """Dash's page, without the Babel polyfill when its runtime is served instead, and
         with dcc.Graph's lazily loaded chunk fetched up front (see polyfill.preload_graph)."""
-        kwargs["scripts"] = polyfill.drop_polyfill(kwargs.get("scripts", ""))
+        if self.runtime_served:
+            kwargs["scripts"] = polyfill.drop_polyfill(kwargs.get("scripts", ""))
         prefix = self.config.requests_pathname_prefix
         kwargs["css"] = kwargs.get("css", "") + polyfill.preload_graph(prefix)
         return super().interpolate_index(**kwargs)
@@ -89,6 +94,7 @@ def mount(
         suppress_callback_exceptions=True,
         use_async=True,  # layouts and callbacks are coroutines that query in a worker thread
     )
+    app.runtime_served = polyfill.runtime_served()
     overview.register(db, clock)
     shapes.register(app, db, clock)
     latency.register(db, clock, tz)

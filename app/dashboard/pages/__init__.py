@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from concurrent.futures import TimeoutError as FuturesTimeout
+from concurrent import futures
 
 import dash
 from dash import dcc, html
@@ -51,23 +51,24 @@ def _failed(name: str, query: dict, exc: Exception) -> html.Div:
 
 
 def ready_page(path: str, search: str, wait_s: float) -> html.Div | None:
-    """The page at `path` for the URL query `search`, if its build (started by the page's
-    HTML request, or now) is done within `wait_s`; else None, and the build stays for Dash's
-    routing callback to take while the shell shows a loading state. Waits in the calling
-    worker thread."""
-    prefetched.start(path, search.removeprefix("?"))
+    """The page at `path` for the URL query `search`, if the caller's HTML request for that
+    very URL started its build and it is done within `wait_s`; else None, and any build stays
+    for Dash's routing callback to take while the shell shows a loading state. Waits in the
+    calling worker thread.
+
+    Only a build the page's own HTML request started counts: a Referer cut down to the
+    origin (a long URL, a strict Referrer-Policy) names "/" and must not put the Overview
+    into another page's first layout."""
     query = prefetched.query_of(search.removeprefix("?"))
     started = prefetched.peek(path, query)
-    if started is None:  # too many builds pending: Dash's callback builds this one
+    if started is None or not futures.wait([started], timeout=wait_s).done:
+        return None
+    if prefetched.take(path, query, started) is None:  # another request took it meanwhile
         return None
     try:
-        page = started.result(timeout=wait_s)
-    except FuturesTimeout:
-        return None
+        return started.result()
     except Exception as exc:
-        page = _failed(_builders[path][0], query, exc)
-    prefetched.take(path, query)  # used once, here
-    return page
+        return _failed(_builders[path][0], query, exc)
 
 
 def register_page(
