@@ -32,6 +32,7 @@ E2E_EDGES_MS: tuple[int, ...] = (
 
 TREND_MEASURES = ("ttft_ms", "itl_ms", "e2e_ms")
 TREND_QUANTILES = (0.5, 0.9, 0.99)
+TREND_NAMES = ("p50", "p90", "p99")
 
 
 def trend(
@@ -51,22 +52,20 @@ def trend(
         if found is not None:
             frame, stats = found
             for m in TREND_MEASURES:
-                for k, name in enumerate(("p50", "p90", "p99")):
+                for k, name in enumerate(TREND_NAMES):
                     frame[f"{m}_{name}"] = stats[m][:, k]
             frame.attrs["relative_error"] = RELATIVE_ERROR
             return frame
     where, params = flt.where()
-    cols = ", ".join(
-        f"quantile_cont({m}, [0.5, 0.9, 0.99]) AS {m}" for m in ("ttft_ms", "itl_ms", "e2e_ms")
-    )
+    cols = ", ".join(f"quantile_cont({m}, {list(TREND_QUANTILES)}) AS {m}" for m in TREND_MEASURES)
     frame = cur.execute(
         f"SELECT time_bucket(to_seconds(?), started_at, ?) AS bucket, count(*) AS requests, "
         f"{cols} FROM requests WHERE {where} GROUP BY 1 ORDER BY 1",
-        [BUCKETS[bucket], tz, *params],
+        [seconds, tz, *params],
     ).df()
-    for m in ("ttft_ms", "itl_ms", "e2e_ms"):
+    for m in TREND_MEASURES:
         values = frame.pop(m)
-        for k, name in enumerate(("p50", "p90", "p99")):
+        for k, name in enumerate(TREND_NAMES):
             frame[f"{m}_{name}"] = [None if v is None else v[k] for v in values]
     frame.attrs["relative_error"] = 0.0
     return frame

@@ -346,15 +346,7 @@ def gap_quantiles(
         params + raw_params,
         "pb, b",
     )
-    if rows is None:
-        return None
-    out: dict[int, tuple[int, list[float]]] = {}
-    for pb in np.unique(rows["pb"]):
-        mask = rows["pb"] == pb
-        buckets, counts = rows["b"][mask], rows["n"][mask].astype(np.int64)
-        top = float(rows["vmax"][mask].max())
-        out[int(pb)] = (int(counts.sum()), [_estimate(buckets, counts, top, p) for p in quantiles])
-    return out
+    return None if rows is None else _per_bin(rows, "pb", quantiles)
 
 
 def ttft_by_isl(
@@ -379,17 +371,22 @@ def ttft_by_isl(
     )
     if rows is None:
         return None
-    out: dict[int, tuple[int, list[float]]] = {}
-    for k in np.unique(rows["bin"]):
-        mask = rows["bin"] == k
-        buckets, counts = rows["b"][mask], rows["n"][mask].astype(np.int64)
-        top = float(rows["vmax"][mask].max())
-        out[int(k)] = (int(counts.sum()), [_estimate(buckets, counts, top, p) for p in quantiles])
     n = float(rows["n"].sum())
     sx, sy, sxy, sxx = (float(rows[c].sum()) for c in ("sx", "sy", "sxy", "sxx"))
     spread = n * sxx - sx * sx
     slope = (n * sxy - sx * sy) / spread if n > 1 and spread > 0 else None
-    return out, slope
+    return _per_bin(rows, "bin", quantiles), slope
+
+
+def _per_bin(
+    rows: dict[str, np.ndarray], key: str, quantiles: tuple[float, ...]
+) -> dict[int, tuple[int, list[float]]]:
+    """bin -> (count, [quantile estimates]) from rows ordered by `key`, then bucket `b`."""
+    bins, group = np.unique(rows[key], return_inverse=True)
+    counts = rows["n"].astype(np.int64)
+    est = _group_estimates(group, rows["b"], counts, rows["vmax"], len(bins), quantiles)
+    totals = np.bincount(group, weights=counts, minlength=len(bins))
+    return {int(k): (int(totals[i]), est[i].tolist()) for i, k in enumerate(bins)}
 
 
 def _estimate(buckets: np.ndarray, counts: np.ndarray, top: float, p: float) -> float:

@@ -132,27 +132,14 @@ def heatmap_figure(hm: HeatMap, *, percent: bool = False, bounds: Sequence[Bound
     ]
     for b in bounds:
         data.extend(_bound_lines(hm, b, y_hi))
-    fixed = FIXED_AXIS
     layout = {
         "template": _template(),
-        "xaxis": {
-            "anchor": "y",
-            "domain": X_MAP,
-            "matches": "x3",
-            "showticklabels": False,
-            **fixed,
-        },
-        "yaxis": {"anchor": "x", "domain": Y_TOP, "title": {"text": unit}, "nticks": 3, **fixed},
+        "xaxis": _margin_axis("y", X_MAP, matches="x3"),  # the ISL margin shares the map's x
+        "yaxis": _margin_axis("x", Y_TOP, title=unit),
         "xaxis3": _bin_axis("y3", X_MAP, xl, "input tokens (ISL), log bins"),
         "yaxis3": _bin_axis("x3", Y_MAP, yl, "output tokens (OSL), log bins"),
-        "xaxis4": {"anchor": "y4", "domain": X_SIDE, "title": {"text": unit}, "nticks": 3, **fixed},
-        "yaxis4": {
-            "anchor": "x4",
-            "domain": Y_MAP,
-            "matches": "y3",
-            "showticklabels": False,
-            **fixed,
-        },
+        "xaxis4": _margin_axis("y4", X_SIDE, title=unit),
+        "yaxis4": _margin_axis("x4", Y_MAP, matches="y3"),  # the OSL margin shares the map's y
         "margin": {"l": 70, "r": 20, "t": 10, "b": 60},
         "height": 520,
         "bargap": 0.08,
@@ -166,6 +153,22 @@ def heatmap_figure(hm: HeatMap, *, percent: bool = False, bounds: Sequence[Bound
 
 # Axes keep the figure's margins (no automargin pass) and never hide a tick label.
 FIXED_AXIS = {"automargin": False, "ticklabeloverflow": "allow"}
+
+
+def _margin_axis(
+    anchor: str, domain: list[float], *, title: str | None = None, matches: str | None = None
+) -> dict:
+    """A marginal histogram's axis: its counts (titled, three ticks), or the map's bins it
+    shares (`matches`, no labels of its own)."""
+    if matches:
+        return {
+            "anchor": anchor,
+            "domain": domain,
+            "matches": matches,
+            "showticklabels": False,
+            **FIXED_AXIS,
+        }
+    return {"anchor": anchor, "domain": domain, "title": {"text": title}, "nticks": 3, **FIXED_AXIS}
 
 
 def _bin_axis(anchor: str, domain: list[float], labels: list[str], title: str) -> dict:
