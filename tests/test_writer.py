@@ -137,3 +137,34 @@ def test_the_mover_gathers_a_row_group_only_while_flushes_keep_coming(tmp_path, 
         assert clock.slept == 0
     finally:
         w._executor.shutdown()
+
+
+def test_the_mover_gathers_before_every_move_not_only_the_first(tmp_path, monkeypatch):
+    """Rows that arrive during a long move are a fraction of a row group: they gather too."""
+    w = Writer(Database(tmp_path / "m.duckdb"))
+
+    class Store:
+        unmoved_rows = 3
+
+        def __init__(self):
+            self.log: list[str] = []
+
+        def move(self, con):
+            self.log.append("move")
+            self.unmoved_rows -= 1
+
+    class Con:
+        def close(self):
+            pass
+
+    store = Store()
+    monkeypatch.setattr(w, "_gather", lambda s: store.log.append("gather"))
+    monkeypatch.setattr(w, "_rebuild_rollups", lambda con: None)
+    try:
+        w._store = store
+        w._stopping = True
+        w._move_wanted.set()
+        w._move_loop(Con())
+        assert store.log == ["gather", "move"] * 3
+    finally:
+        w._executor.shutdown()

@@ -206,7 +206,11 @@ class RequestStore:
             if tables:
                 con.execute("BEGIN TRANSACTION")
                 try:
-                    self._insert("requests", _COLS, pa.concat_tables(tables), con)
+                    # One chunk: DuckDB scans a many-chunk Arrow table with all its threads,
+                    # which measured twice the CPU per row (4.2-4.9 us against 2.3) and was
+                    # no faster.
+                    rows = pa.concat_tables(tables).combine_chunks()
+                    self._insert("requests", _COLS, rows, con)
                     con.execute("COMMIT")
                 except BaseException:
                     rollback(con)
