@@ -63,16 +63,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from app import logs
     from app.http_guard import guarded_protocol
     from app.main import create_app
+    from app.tuning import tune_server_process
 
     settings = _settings(args)
-    # The writer thread needs the GIL briefly while DuckDB scans Arrow batches; with the
-    # default 5 ms switch interval it queues behind parsing threads (a GIL convoy).
-    sys.setswitchinterval(0.0005)
     db = _open(settings)  # fail fast, with a clear line, if another process holds the file
     logs.configure(settings)
     print(f"tokenshape serving {settings.db} on http://{settings.host}:{settings.port}", flush=True)
+    app = create_app(settings, db=db)
+    tune_server_process()
     uvicorn.run(
-        create_app(settings, db=db),
+        app,
         host=settings.host,
         port=settings.port,
         timeout_graceful_shutdown=10,

@@ -41,15 +41,31 @@ def test_migration_builds_the_reference_schema(tmp_path):
         assert db.revision == migrate.head_revision()
 
 
-def test_key_index_levels_and_lookup():
+def test_key_index_agrees_with_a_python_set_and_grows():
     rng = np.random.default_rng(3)
-    idx = KeyIndex(rng.integers(0, 2**63, 1000, dtype=np.uint64))
-    for _ in range(20):
-        idx.add(rng.integers(0, 2**63, 137, dtype=np.uint64))
-    assert len(idx) == 1000 + 20 * 137
-    assert len(idx._levels) <= 8
-    probe = np.concatenate([idx._levels[0][:5], np.array([1, 2, 3], dtype=np.uint64)])
-    assert idx.contains(probe).tolist() == [True] * 5 + [False] * 3
+    initial = rng.integers(0, 2**63, 1000, dtype=np.uint64)
+    idx = KeyIndex(initial)
+    truth = set(initial.tolist())
+    # Full-range hashes, small integers and one repeated high half: every bit must count,
+    # or keys crowd into a few slots; batches hold repeats and keys already stored.
+    batches = [
+        rng.integers(0, 2**64 - 1, 137, dtype=np.uint64),
+        np.arange(0, 5000, dtype=np.uint64),
+        (np.uint64(0xABCD) << np.uint64(48)) + np.arange(3000, dtype=np.uint64),
+        np.arange(0, 5000, 2, dtype=np.uint64),
+    ]
+    for batch in batches:
+        idx.add(batch)
+        truth |= {1 if k == 0 else k for k in batch.tolist()}  # 0 is stored as 1
+    assert len(idx) == len(truth)
+    assert 2 * len(idx) <= len(idx._slots)  # at most half full after growing
+    stored = np.array(sorted(truth), dtype=np.uint64)
+    assert idx.contains(stored).all()
+    absent = rng.integers(2**62, 2**63, 2000, dtype=np.uint64)
+    absent = absent[~np.isin(absent, stored)]
+    assert not idx.contains(absent).any()
+    assert idx.contains(np.array([0], dtype=np.uint64)).tolist() == [True]  # a candidate
+    assert not KeyIndex().any_of(np.array([5], dtype=np.uint64))
 
 
 def _rows(ids: list[str], gateway: str = "g"):

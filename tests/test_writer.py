@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import httpx
 
@@ -11,6 +14,8 @@ from app.storage.database import Database
 from app.storage.writer import Writer
 from tests.conftest import serve
 from tests.fixtures import batch
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_eight_concurrent_shippers_exact_counts(live):
@@ -168,3 +173,23 @@ def test_the_mover_gathers_before_every_move_not_only_the_first(tmp_path, monkey
         assert store.log == ["gather", "move"] * 3
     finally:
         w._executor.shutdown()
+
+
+def test_the_server_process_is_tuned_and_other_processes_keep_the_defaults():
+    """`tokenshape serve` freezes start-up objects out of collections, collects the young
+    generation less often and gives Arrow an allocator that keeps its pages; a fresh
+    interpreter (tests, other commands) keeps Python's and Arrow's defaults."""
+    probe = (
+        "import gc, sys, pyarrow as pa\n"
+        "before = (gc.get_threshold()[0], gc.get_freeze_count() > 0, sys.getswitchinterval())\n"
+        "from app.tuning import tune_server_process\n"
+        "tune_server_process()\n"
+        "after = (gc.get_threshold()[0], gc.get_freeze_count() > 0, sys.getswitchinterval())\n"
+        "print(before, after, pa.default_memory_pool().backend_name)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout.split(") ")
+    assert out[0] == "(700, False, 0.005"
+    assert out[1] == "(20000, True, 0.0005"
+    assert out[2].strip() in ("jemalloc", "system")

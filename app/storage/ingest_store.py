@@ -60,7 +60,7 @@ class RequestStore:
             self._recorded.append(hashes)
 
     # Rebuilding the dedupe index after a prune, so it forgets deleted keys (else it grows
-    # 8 bytes per request received since start). The table is read off the writer thread;
+    # 16-32 bytes per request received since start). The table is read off the writer thread;
     # the writer thread only marks the start and swaps the result in.
     def begin_reindex(self) -> None:
         """Start recording keys stored from now on (call on the writer thread)."""
