@@ -57,11 +57,14 @@ def test_key_index_agrees_with_a_python_set_and_grows():
     for batch in batches:
         idx.add(batch)
         truth |= {1 if k == 0 else k for k in batch.tolist()}  # 0 is stored as 1
+    fresh = rng.integers(2**63, 2**64 - 1, 3000, dtype=np.uint64)  # the writer's screened keys
+    idx.add(fresh, known_new=True)
+    truth |= set(fresh.tolist())
     assert len(idx) == len(truth)
     assert 2 * len(idx) <= len(idx._slots)  # at most half full after growing
     stored = np.array(sorted(truth), dtype=np.uint64)
     assert idx.contains(stored).all()
-    absent = rng.integers(2**62, 2**63, 2000, dtype=np.uint64)
+    absent = rng.integers(2**62, 2**63, 2000, dtype=np.uint64)  # none of the above
     absent = absent[~np.isin(absent, stored)]
     assert not idx.contains(absent).any()
     assert idx.contains(np.array([0], dtype=np.uint64)).tolist() == [True]  # a candidate

@@ -55,7 +55,8 @@ class RequestStore:
         self._recorded: list[np.ndarray] | None = None  # hashes added while a reindex runs
 
     def _remember(self, hashes: np.ndarray) -> None:
-        self.keys.add(hashes)
+        """Add the hashes of rows just made durable; `write` kept only rows that are new."""
+        self.keys.add(hashes, known_new=True)
         if self._recorded is not None:
             self._recorded.append(hashes)
 

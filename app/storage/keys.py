@@ -13,6 +13,7 @@ import pyarrow as pa
 
 _SCAN_ROWS = 200_000
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # 2**64 / golden ratio, odd: a bijection
+_TAIL = 64  # fewer values than this are probed one by one, not in vectorised rounds
 
 
 def key_hashes(rows: pa.Table | pa.RecordBatch) -> np.ndarray:
@@ -81,17 +82,25 @@ class KeyIndex:
         pos = self._home(values)
         todo = np.arange(len(values))
         slots, mask = self._slots, len(self._slots) - 1
-        while len(todo):  # each round probes every unsettled lookup one slot further
+        while len(todo) > _TAIL:  # each round probes every unsettled lookup one slot further
             seen = slots[pos]
             found[todo[seen == values]] = True
             go_on = (seen != 0) & (seen != values)
             todo, pos, values = todo[go_on], (pos[go_on] + 1) & mask, values[go_on]
+        # The last few go one by one: a round costs the same for 3 values as for 3,000.
+        for i, at, value in zip(todo.tolist(), pos.tolist(), values.tolist(), strict=True):
+            while (seen := int(slots[at])) != 0 and seen != value:
+                at = (at + 1) & mask
+            found[i] = seen == value
         return found
 
-    def add(self, hashes: np.ndarray) -> None:
-        """Remember newly stored hashes (call only after their commit)."""
+    def add(self, hashes: np.ndarray, *, known_new: bool = False) -> None:
+        """Remember newly stored hashes (call only after their commit).
+
+        known_new: the caller checked that none is stored or repeated (the writer's screen),
+        so the check here is skipped; a hash collision then costs a slot, nothing more."""
         values = np.sort(self._mixed(hashes))  # not np.unique: its hashing took 12 s for 10M
-        if len(values):
+        if len(values) and not known_new:
             values = values[np.concatenate(([True], values[1:] != values[:-1]))]
             values = values[~self._has(values)]
         if not len(values):
@@ -125,7 +134,7 @@ class KeyIndex:
         """Insert distinct values that are not in the table yet."""
         slots, mask = self._slots, len(self._slots) - 1
         pos = self._home(values)
-        while len(values):
+        while len(values) > _TAIL:
             # Of the values whose slot is free, the first for each slot takes it; the rest
             # now face a taken slot and move one further.
             free = np.flatnonzero(slots[pos] == 0)
@@ -138,3 +147,7 @@ class KeyIndex:
             left = np.ones(len(values), dtype=bool)
             left[won] = False
             values, pos = values[left], (pos[left] + 1) & mask
+        for at, value in zip(pos.tolist(), values.tolist(), strict=True):
+            while slots[at] != 0:
+                at = (at + 1) & mask
+            slots[at] = value
