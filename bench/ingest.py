@@ -187,7 +187,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=3, help="reference/ingest pairs (median)")
+    parser.add_argument("--rounds", type=int, default=5, help="reference/ingest pairs (median)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tokenshape-bench-") as tmp:
         work = Path(tmp)
