@@ -12,6 +12,7 @@ import http.client
 import itertools
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -219,6 +220,7 @@ def main() -> None:
                 raise SystemExit(f"stored {stored} of {args.records} records")
             peak_kb = max(peak_kb, peak)
             ratios.append(rate / ref)
+            shutil.rmtree(round_dir)  # two database files a round: keep the disk use flat
             print(
                 f"round {round_no}: reference duckdb read_json -> table {ref:>10,.0f} records/s; "
                 f"tokenshape HTTP ingest ({args.clients} clients x {args.batch}/batch) "

@@ -114,6 +114,9 @@ class KeyIndex:
     def _grow(self, values: np.ndarray) -> None:
         """Put every value into a new, empty table at most half full, in one pass.
 
+        Not safe against a concurrent lookup (the new table is empty until filled): the
+        writer's screen and write take turns, and a reindex swaps in a whole new index.
+
         Sorted, the values come in order of home slot, and linear probing puts value i at
         max(home i, slot of i-1 + 1): i + the running maximum of (home - i). Values pushed
         past the end wrap round to the start."""
