@@ -35,6 +35,13 @@ def stored_key_hashes(con: duckdb.DuckDBPyConnection) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
 
 
+def _run_starts(ordered: np.ndarray) -> np.ndarray:
+    """Mask of the first element of each run of equal values in a sorted array."""
+    starts = np.ones(len(ordered), dtype=bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    return starts
+
+
 class KeyIndex:
     """A hash set of the key hashes in one numpy array (open addressing, linear probing),
     probed for a whole flush at once in a few vectorised rounds.
@@ -101,7 +108,7 @@ class KeyIndex:
         so the check here is skipped; a hash collision then costs a slot, nothing more."""
         values = np.sort(self._mixed(hashes))  # not np.unique: its hashing took 12 s for 10M
         if len(values) and not known_new:
-            values = values[np.concatenate(([True], values[1:] != values[:-1]))]
+            values = values[_run_starts(values)]
             values = values[~self._has(values)]
         if not len(values):
             return
@@ -142,10 +149,7 @@ class KeyIndex:
             # now face a taken slot and move one further.
             free = np.flatnonzero(slots[pos] == 0)
             order = free[np.argsort(pos[free], kind="stable")]
-            aims = pos[order]
-            first = np.ones(len(aims), dtype=bool)
-            first[1:] = aims[1:] != aims[:-1]
-            won = order[first]
+            won = order[_run_starts(pos[order])]
             slots[pos[won]] = values[won]
             left = np.ones(len(values), dtype=bool)
             left[won] = False
