@@ -69,6 +69,8 @@ def test_key_index_agrees_with_a_python_set_and_grows():
     assert not idx.contains(absent).any()
     assert idx.contains(np.array([0], dtype=np.uint64)).tolist() == [True]  # a candidate
     assert not KeyIndex().any_of(np.array([5], dtype=np.uint64))
+    # A reindex builds from the table's keys plus those recorded meanwhile: they overlap.
+    assert len(KeyIndex(np.concatenate([initial, initial[:300]]))) == len(initial)
 
 
 def _rows(ids: list[str], gateway: str = "g"):

@@ -59,7 +59,6 @@ class KeyIndex:
         self._slots = np.zeros(self._MIN_SLOTS, dtype=np.uint64)
         self._n = 0
         if hashes is not None and len(hashes):
-            # Stored keys are distinct (a repeat would only cost a slot): no dedupe pass.
             self._grow(self._mixed(hashes))
 
     def __len__(self) -> int:
@@ -131,8 +130,10 @@ class KeyIndex:
         while 2 * len(values) > size:
             size *= 2
         self._slots = np.zeros(size, dtype=np.uint64)
-        self._n = len(values)
         values.sort()
+        # A reindex hands in the table's keys and those recorded meanwhile, which overlap.
+        values = values[_run_starts(values)]
+        self._n = len(values)
         steps = np.arange(len(values))
         slots = np.maximum.accumulate(self._home(values) - steps) + steps
         inside = slots < size
