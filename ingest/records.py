@@ -6,7 +6,8 @@ import hashlib
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Literal
+from itertools import repeat
+from typing import Annotated, Literal, NamedTuple
 
 import msgspec
 import numpy as np
@@ -14,6 +15,7 @@ import pyarrow as pa
 from msgspec.structs import astuple
 
 from app.storage.batches import Reject
+from app.storage.keys import key_hashes_of
 from app.storage.schema import REQUESTS_SCHEMA
 
 MAX_TOKENS = 10_000_000
@@ -127,6 +129,14 @@ def raw_of(rec: RecordIn) -> str:
     return _encoder.encode(rec).decode()
 
 
+class Rows(NamedTuple):
+    """The valid records as Arrow rows, their dedupe key hashes, and the invalid ones."""
+
+    table: pa.Table
+    hashes: np.ndarray
+    rejects: list[Reject]
+
+
 def to_rows(
     records: list[RecordIn],
     indexes: list[int],
@@ -135,6 +145,20 @@ def to_rows(
     received_at: datetime,
 ) -> tuple[pa.Table, list[Reject]]:
     """Check the cross-field rules and build the Arrow rows of the valid records."""
+    built = build_rows(records, indexes, gateway=gateway, received_at=received_at)
+    return built.table, built.rejects
+
+
+def build_rows(
+    records: list[RecordIn],
+    indexes: list[int],
+    *,
+    gateway: str,
+    received_at: datetime,
+) -> Rows:
+    """`to_rows`, plus each kept row's key hash (`key_hashes`), taken from the request ids
+    while they are still Python strings: reading them back from Arrow costs twice as much,
+    and the writer would do it on the event loop in the middle of a flush."""
     rejects: list[Reject] = []
     n = len(records)
     received_us = int((received_at - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(microseconds=1))
@@ -175,6 +199,7 @@ def to_rows(
     for i, value in enumerate(rid):
         if value is None:
             rid[i] = content_id(records[i])
+    hashes = key_hashes_of(zip(repeat(gateway), rid), n)
     table = pa.table(
         [
             pa.array([gateway] * n, pa.string()),
@@ -203,4 +228,5 @@ def to_rows(
         keep = np.ones(n, dtype=bool)
         keep[list(bad)] = False
         table = table.filter(pa.array(keep))
-    return table, rejects
+        hashes = hashes[keep]
+    return Rows(table, hashes, rejects)

@@ -240,7 +240,7 @@ async def _otlp(request, settings, writer, clock, token, *, logs: bool) -> Respo
         reject = Reject(None, None, str(exc), raw)
         await _quarantine(writer, Batch(token.gateway, "otlp", received_at, None, [reject]))
         return _error(400, str(exc))
-    batch = Batch(token.gateway, "otlp", received_at, parsed.rows, parsed.rejects)
+    batch = Batch(token.gateway, "otlp", received_at, parsed.rows, parsed.rejects, parsed.hashes)
     if limited := _over(request, token, batch.row_count):
         return limited
     stored = await _store(writer, batch)
@@ -292,7 +292,7 @@ async def _take(request, settings, writer, clock, token, fmt: str, decoder) -> J
         reject = Reject(None, None, str(exc), raw)
         await _quarantine(writer, Batch(gateway, fmt, received_at, None, [reject]))
         return _error(400, str(exc))
-    batch = Batch(gateway, fmt, received_at, parsed.rows, parsed.rejects)
+    batch = Batch(gateway, fmt, received_at, parsed.rows, parsed.rejects, parsed.hashes)
     if limited := _over(request, token, batch.row_count):
         return limited
     result = await _store(writer, batch)

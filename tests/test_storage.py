@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import numpy as np
 
 from app.storage import migrate, schema
-from app.storage.batches import Batch
+from app.storage.batches import Batch, WriteResult
 from app.storage.database import Database
 from app.storage.ingest_store import RequestStore
 from app.storage.keys import KeyIndex, key_hashes, stored_key_hashes
+from ingest.formats.native import parse
 from ingest.records import RecordIn, to_rows
 
 
@@ -152,3 +154,33 @@ def test_key_hashes_match_for_rows_and_the_stored_table(tmp_path, monkeypatch):
         assert sorted(stored_key_hashes(cur).tolist()) == sorted(key_hashes(table).tolist())
         assert key_hashes(rows).tolist() == key_hashes(table).tolist()
         assert len(set(key_hashes(rows).tolist())) == rows.num_rows
+
+
+def test_the_parser_hands_the_writer_the_same_key_hashes_it_would_compute(tmp_path):
+    """The native parser hashes request ids while they are Python strings; those hashes must
+    be key_hashes of its rows, in order, also when invalid records are left out, and the
+    writer must dedupe by them exactly as by its own."""
+    now = datetime.now(UTC)
+    lines = [
+        {"request_id": "a", "model": "m", "isl": 1, "osl": 1},
+        {"request_id": "b", "model": "m", "isl": -1, "osl": 1},  # invalid: left out
+        {"model": "m", "isl": 2, "osl": 2},  # no id: a content hash is its id
+        {"request_id": "c", "model": "m", "isl": 3, "osl": 3, "ttft_ms": 9, "e2e_ms": 1},
+        {"request_id": "d", "model": "m", "isl": 4, "osl": 4},
+    ]
+    body = "\n".join(json.dumps(x) for x in lines).encode()
+    parsed = parse(body, ndjson=True, gateway="gw", received_at=now, max_items=100)
+    assert parsed.rows.column("request_id").to_pylist()[::2] == ["a", "d"]
+    assert parsed.rows.num_rows == 3 and len(parsed.rejects) == 2
+    assert parsed.hashes is not None
+    assert parsed.hashes.tolist() == key_hashes(parsed.rows).tolist()
+    with Database(tmp_path / "ph.duckdb").open() as db:
+        store = RequestStore(db.new_cursor())
+        batch = Batch("gw", "native", now, parsed.rows, [], parsed.hashes)
+        assert store.write([batch]) == [WriteResult(3, 0, 0)]
+        again = parse(body, ndjson=True, gateway="gw", received_at=now, max_items=100)
+        batch = Batch("gw", "native", now, again.rows, [], again.hashes)
+        assert store.write([batch]) == [WriteResult(0, 3, 0)]
+        # Hashes that do not fit the rows (a caller's mistake) are not trusted.
+        wrong = Batch("gw", "native", now, _rows(["x", "y"], gateway="gw"), [], again.hashes)
+        assert store.write([wrong]) == [WriteResult(2, 0, 0)]

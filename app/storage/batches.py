@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import numpy as np
 import pyarrow as pa
 
 from app.storage.schema import REJECTS_SCHEMA
@@ -29,6 +30,8 @@ class Batch:
     received_at: datetime
     rows: pa.Table | None
     rejects: list[Reject] = field(default_factory=list)
+    # The rows' dedupe key hashes (`keys.key_hashes`) when the parser already made them.
+    hashes: np.ndarray | None = None
 
     @property
     def row_count(self) -> int:

@@ -122,9 +122,7 @@ class RequestStore:
         Quick numpy work, so the writer runs it on the event loop, where it needs no GIL
         hand-offs with the loop's parsing; only `write` (the journal, DuckDB) goes to the
         writer thread. The index changes only in `write`, which never overlaps a screen."""
-        hashes = [
-            key_hashes(b.rows) if b.rows is not None and b.rows.num_rows else None for b in batches
-        ]
+        hashes = [_hashes_of(b) for b in batches]
         known = [h for h in hashes if h is not None]
         flat = np.concatenate(known) if known else np.empty(0, dtype=np.uint64)
         ordered = np.sort(flat)
@@ -165,8 +163,8 @@ class RequestStore:
             with self._lock:  # the mover rotates segments under the same lock
                 self.journal.append(rows)
                 self._pending.append(rows)
-            for h in kept_hashes:  # durable now, whatever happens to the rejects below
-                self._remember(h)
+            # Durable now, whatever happens to the rejects below.
+            self._remember(np.concatenate(kept_hashes))
             kept_rows, kept_hashes = [], []
         if not kept_rows and not rejects:
             return results
@@ -180,8 +178,8 @@ class RequestStore:
         except BaseException:
             rollback(self.con)
             raise
-        for h in kept_hashes:  # only now are these rows durable
-            self._remember(h)
+        if kept_hashes:  # only now are these rows durable
+            self._remember(np.concatenate(kept_hashes))
         return results
 
     def _insert(self, table: str, cols: str, rows: pa.Table, con=None) -> None:
@@ -319,6 +317,16 @@ class RequestStore:
         mask = np.zeros(cand.num_rows, dtype=bool)
         mask[np.asarray(hits, dtype=np.int64)] = True
         return mask
+
+
+def _hashes_of(batch: Batch) -> np.ndarray | None:
+    """The batch's key hashes (None: no rows); the parser's own when it made them."""
+    rows = batch.rows
+    if rows is None or not rows.num_rows:
+        return None
+    if batch.hashes is not None and len(batch.hashes) == rows.num_rows:
+        return batch.hashes
+    return key_hashes(rows)
 
 
 def count_rows(con: duckdb.DuckDBPyConnection, table: str) -> int:

@@ -7,6 +7,8 @@ against the table before a row is called a duplicate. Memory: 16-32 bytes per st
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import duckdb
 import numpy as np
 import pyarrow as pa
@@ -24,8 +26,12 @@ def key_hashes(rows: pa.Table | pa.RecordBatch) -> np.ndarray:
     lives in memory and is rebuilt from the table at every start (`stored_key_hashes`)."""
     gateways = rows.column("gateway").to_pylist()
     ids = rows.column("request_id").to_pylist()
-    out = np.fromiter(map(hash, zip(gateways, ids, strict=True)), np.int64, len(ids))
-    return out.view(np.uint64)
+    return key_hashes_of(zip(gateways, ids, strict=True), len(ids))
+
+
+def key_hashes_of(keys: Iterable[tuple[str, str]], n: int) -> np.ndarray:
+    """`key_hashes` of n (gateway, request_id) pairs given as Python strings."""
+    return np.fromiter(map(hash, keys), np.int64, n).view(np.uint64)
 
 
 def stored_key_hashes(con: duckdb.DuckDBPyConnection) -> np.ndarray:

@@ -46,4 +46,4 @@ def check(
         where = origin[r.index] if r.index is not None else None
         out.append(Reject(where, field, message, r.raw))
     out.sort(key=lambda r: -1 if r.index is None else r.index)
-    return Parsed(native.rows, out, items)
+    return Parsed(native.rows, out, items, native.hashes)

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from app.storage.batches import Reject
-from ingest.records import RecordIn, describe_error, to_rows
+from ingest.records import RecordIn, build_rows, describe_error
 
 _one = msgspec.json.Decoder(RecordIn)
 _many = msgspec.json.Decoder(list[RecordIn])
@@ -33,6 +33,7 @@ class Parsed:
     rows: pa.Table
     rejects: list[Reject] = field(default_factory=list)
     items: int = 0
+    hashes: np.ndarray | None = None  # the rows' dedupe key hashes, when already known
 
 
 def _lenient_item(raw: bytes) -> RecordIn:
@@ -154,10 +155,10 @@ def parse(
     total = len(records) + len(rejects)
     if total == 0:
         raise EnvelopeError("the body holds no records")
-    rows, more = to_rows(records, indexes, gateway=gateway, received_at=received_at)
-    rejects.extend(more)
+    built = build_rows(records, indexes, gateway=gateway, received_at=received_at)
+    rejects.extend(built.rejects)
     rejects.sort(key=lambda r: -1 if r.index is None else r.index)
-    return Parsed(rows, rejects, total)
+    return Parsed(built.table, rejects, total, built.hashes)
 
 
 def _newlines(body: bytes) -> int:
