@@ -11,6 +11,7 @@ from app.storage import migrate, schema
 from app.storage.batches import Batch, WriteResult
 from app.storage.database import Database
 from app.storage.ingest_store import RequestStore
+from app.storage.journal import Journal
 from app.storage.keys import KeyIndex, key_hashes, stored_key_hashes
 from ingest.formats.native import parse
 from ingest.records import RecordIn, to_rows
@@ -184,3 +185,26 @@ def test_the_parser_hands_the_writer_the_same_key_hashes_it_would_compute(tmp_pa
         # Hashes that do not fit the rows (a caller's mistake) are not trusted.
         wrong = Batch("gw", "native", now, _rows(["x", "y"], gateway="gw"), [], again.hashes)
         assert store.write([wrong]) == [WriteResult(2, 0, 0)]
+
+
+def test_keys_indexed_later_still_dedupe_before_and_after_they_are_indexed(tmp_path):
+    """The server answers a flush before its keys reach the dedupe index. Until they do, the
+    screen must not call a flush all-new, and a write must index them before it dedupes."""
+    now = datetime.now(UTC)
+    with Database(tmp_path / "il.duckdb").open() as db:
+        journal = Journal(tmp_path / "il.journal", schema.REQUESTS_SCHEMA)
+        store = RequestStore(db.new_cursor(), journal=journal)
+        first = [Batch("g", "t", now, _rows(["a", "b"]))]
+        assert store.write(first, index_later=True) == [WriteResult(2, 0, 0)]
+        assert len(store.keys) == 0  # durable in the journal, not indexed yet
+        again = [Batch("g", "t", now, _rows(["b", "c"]))]
+        assert not store.screen(again).all_new  # "b" is unindexed: not sure it is new
+        assert store.write(again, store.screen(again)) == [WriteResult(1, 1, 0)]
+        assert len(store.keys) == 3  # the write indexed "a", "b" first, then "c"
+        store.write([Batch("g", "t", now, _rows(["d"]))], index_later=True)
+        store.index_pending()
+        assert len(store.keys) == 4
+        fresh = [Batch("g", "t", now, _rows(["e"]))]
+        assert store.screen(fresh).all_new
+        assert not store.screen([Batch("g", "t", now, _rows(["d"]))]).all_new
+        journal.close()

@@ -53,6 +53,7 @@ class RequestStore:
             self.recovered = self._recover(journal)
         self.keys = KeyIndex(stored_key_hashes(con))
         self._recorded: list[np.ndarray] | None = None  # hashes added while a reindex runs
+        self._unindexed: list[np.ndarray] = []  # durable, not in `keys` yet: see index_later
 
     def _remember(self, hashes: np.ndarray) -> None:
         """Add the hashes of rows just made durable; `write` kept only rows that are new."""
@@ -60,11 +61,19 @@ class RequestStore:
         if self._recorded is not None:
             self._recorded.append(hashes)
 
+    def index_pending(self) -> None:
+        """Add to the index what `write(index_later=True)` left out (writer thread)."""
+        while self._unindexed:
+            self._remember(self._unindexed[0])
+            # Taken off only once indexed: while it is listed, screen() never says all-new.
+            self._unindexed.pop(0)
+
     # Rebuilding the dedupe index after a prune, so it forgets deleted keys (else it grows
     # 16-32 bytes per request received since start). The table is read off the writer thread;
     # the writer thread only marks the start and swaps the result in.
     def begin_reindex(self) -> None:
         """Start recording keys stored from now on (call on the writer thread)."""
+        self.index_pending()
         self._recorded = []
 
     def live_hashes(self, con: duckdb.DuckDBPyConnection) -> np.ndarray:
@@ -78,6 +87,7 @@ class RequestStore:
 
     def finish_reindex(self, hashes: np.ndarray | None) -> int:
         """Swap in the rebuilt index (None: give up); returns its size (writer thread)."""
+        self.index_pending()  # recorded, so in the new index, and never added twice
         recorded, self._recorded = self._recorded or [], None
         if hashes is not None:
             self.keys = KeyIndex(np.concatenate([hashes, *recorded]))
@@ -127,16 +137,25 @@ class RequestStore:
         flat = np.concatenate(known) if known else np.empty(0, dtype=np.uint64)
         ordered = np.sort(flat)
         repeats = bool((ordered[1:] == ordered[:-1]).any())
-        return Screened(hashes, not repeats and not self.keys.any_of(flat))
+        # Keys not indexed yet could be repeated here unseen: then write checks every row.
+        unsure = repeats or bool(self._unindexed)
+        return Screened(hashes, not unsure and not self.keys.any_of(flat))
 
-    def write(self, batches: list[Batch], screened: Screened | None = None) -> list[WriteResult]:
+    def write(
+        self, batches: list[Batch], screened: Screened | None = None, *, index_later: bool = False
+    ) -> list[WriteResult]:
         """Store every batch in one transaction; returns per-batch counts, in order.
+
+        index_later: rows made durable in the journal are added to the dedupe index by a
+        later `index_pending()`, so the caller can answer first (a 4,000-row add takes ~1 ms);
+        it must run that before the next `screen`.
 
         `screened` is what `screen` said of these batches (screened here when not given).
         Unless every row is new, each is checked against the flush, the index and, on an
         index hit, exactly against the journal and the table. One INSERT for all rows of the
         flush and one for all rejects: DuckDB's cost is mostly per statement.
         """
+        self.index_pending()  # dedupe below needs every stored key in the index
         if screened is None:
             screened = self.screen(batches)
         results: list[WriteResult] = []
@@ -164,7 +183,10 @@ class RequestStore:
                 self.journal.append(rows)
                 self._pending.append(rows)
             # Durable now, whatever happens to the rejects below.
-            self._remember(np.concatenate(kept_hashes))
+            if index_later:
+                self._unindexed.append(np.concatenate(kept_hashes))
+            else:
+                self._remember(np.concatenate(kept_hashes))
             kept_rows, kept_hashes = [], []
         if not kept_rows and not rejects:
             return results

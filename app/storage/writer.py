@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import threading
 import time
@@ -105,6 +106,7 @@ class Writer:
         self._queue: asyncio.Queue[tuple[Batch, asyncio.Future[WriteResult]]] | None = None
         self._pending_rows = 0
         self._task: asyncio.Task[None] | None = None
+        self._indexing: asyncio.Future[None] | None = None  # the last flush's index add
         # One thread owns the write connection for its whole life: DuckDB connections are
         # not thread-safe, and a single writer thread serialises commits by construction.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenshape-writer")
@@ -229,6 +231,7 @@ class Writer:
         """Flush what is queued, then stop the loop and close the write connection."""
         if self._task is not None and self._queue is not None:
             await self._queue.join()
+            await self._indexed()
             self._task.cancel()
             try:
                 await self._task
@@ -292,10 +295,15 @@ class Writer:
         assert self._store is not None and self._queue is not None
         batches = [batch for batch, _ in items]
         started = time.perf_counter()
+        loop = asyncio.get_running_loop()
         try:
+            await self._indexed()
             screened = self._store.screen(batches)  # here, on the loop: see its docstring
-            results = await asyncio.get_running_loop().run_in_executor(
-                self._executor, self._store.write, batches, screened
+            results = await loop.run_in_executor(
+                self._executor,
+                functools.partial(self._store.write, index_later=True),
+                batches,
+                screened,
             )
         except Exception as exc:  # the batch is not stored; every waiter gets the error
             log.error("writer flush of %d batches failed: %s", len(batches), exc)
@@ -318,11 +326,25 @@ class Writer:
                 self.stats.rows_rejected += result.rejected
                 if not future.done():
                     future.set_result(result)
+            # After the answers: the senders' next batches arrive while the writer thread
+            # indexes these keys, instead of after (about 1 ms of each 4,000-row flush).
+            self._indexing = loop.run_in_executor(self._executor, self._store.index_pending)
             self._observe("flushed", elapsed, batches, results)
         finally:
             self._pending_rows -= rows
             for _ in items:
                 self._queue.task_done()
+
+    async def _indexed(self) -> None:
+        """Wait for the last flush's index add; a failure is logged, and the next write
+        retries it (that write fails rather than dedupe against an incomplete index)."""
+        indexing, self._indexing = self._indexing, None
+        if indexing is None:
+            return
+        try:
+            await indexing
+        except Exception as exc:
+            log.error("adding stored keys to the dedupe index failed (retrying): %s", exc)
 
     async def reindex(self) -> int:
         """Rebuild the dedupe index from what is stored (after a prune); returns its size."""
