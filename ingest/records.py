@@ -51,6 +51,8 @@ class RecordIn(msgspec.Struct, gc=False):
 
 
 FIELDS: tuple[str, ...] = RecordIn.__struct_fields__
+_TS = pa.timestamp("us", tz="UTC")
+_GAPS = pa.list_(pa.float64())
 _FLOATS = ("ttft_ms", "e2e_ms", "itl_ms", "queue_ms")
 
 _PATH = re.compile(r" - at `\$(?:\[\d+\])?\.?([^`]*)`$")
@@ -94,9 +96,10 @@ def _parse_time(text: str) -> datetime | None:
 def _started_us(values: Sequence, received_us: int) -> tuple[np.ndarray, dict[int, str]]:
     """started_at as epoch microseconds; absent means the receive time. Returns bad positions."""
     try:  # fast path, all C: every value is an ISO 8601 string with a zone, or absent
-        arr = pa.array(values, pa.string()).cast(pa.timestamp("us", tz="UTC"))
-        out = arr.cast(pa.int64()).fill_null(received_us).to_numpy()
-        return out.astype(np.int64, copy=False), {}
+        # view, not cast: the same 64-bit values without a compute call (~30 us each).
+        arr = pa.array(values, pa.string()).cast(_TS).view(pa.int64())
+        out = arr.fill_null(received_us) if arr.null_count else arr
+        return out.to_numpy().astype(np.int64, copy=False), {}
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         pass
     out = np.full(len(values), received_us, dtype=np.int64)
@@ -204,8 +207,8 @@ def build_rows(
         [
             pa.array([gateway] * n, pa.string()),
             pa.array(rid, pa.string()),
-            pa.array(started, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-            pa.array(np.full(n, received_us, dtype=np.int64)).cast(pa.timestamp("us", tz="UTC")),
+            pa.array(started, _TS),
+            pa.array(np.full(n, received_us, dtype=np.int64), _TS),
             pa.array(cols["model"], pa.string()),
             pa.array(cols["engine"], pa.string()),
             pa.array(cols["tenant"], pa.string()),
@@ -216,7 +219,7 @@ def build_rows(
             e2e,
             pa.array(cols["itl_ms"], pa.float64()),
             pa.array(cols["queue_ms"], pa.float64()),
-            pa.array(cols["token_gaps_ms"], pa.list_(pa.float64())),
+            pa.array(cols["token_gaps_ms"], _GAPS),
             pa.array(cols["status"], pa.string()),
             pa.array(cols["error_type"], pa.string()),
             pa.array(cols["stream"], pa.bool_()),
