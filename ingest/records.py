@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -52,6 +53,7 @@ class RecordIn(msgspec.Struct, gc=False):
 
 FIELDS: tuple[str, ...] = RecordIn.__struct_fields__
 _TS = pa.timestamp("us", tz="UTC")
+_TEXT_FIELDS = ("request_id", "model", "engine", "tenant", "error_type", "started_at")
 _GAPS = pa.list_(pa.float64())
 _FLOATS = ("ttft_ms", "e2e_ms", "itl_ms", "queue_ms")
 
@@ -162,6 +164,47 @@ def build_rows(
     """`to_rows`, plus each kept row's key hash (`key_hashes`), taken from the request ids
     while they are still Python strings: reading them back from Arrow costs twice as much,
     and the writer would do it on the event loop in the middle of a flush."""
+    try:
+        return _build_rows(records, indexes, gateway, received_at)
+    except UnicodeEncodeError:
+        pass
+    # JSON may escape half of a UTF-16 pair alone ("\ud800"); msgspec decodes that into a
+    # string UTF-8 cannot hold, so those records are rejected here, by field, and the rest
+    # built again. Checked only after a failure: the scan costs more than the whole build.
+    kept: list[RecordIn] = []
+    kept_indexes: list[int] = []
+    rejects: list[Reject] = []
+    for rec, index in zip(records, indexes, strict=True):
+        field = _unencodable_field(rec)
+        if field is None:
+            kept.append(rec)
+            kept_indexes.append(index)
+            continue
+        message = (
+            f"{field}: holds an unpaired UTF-16 surrogate (an escape such as \\ud800 without "
+            "its partner), which is not valid text; send UTF-8 or a complete surrogate pair"
+        )
+        raw = json.dumps(msgspec.structs.asdict(rec))  # ASCII, the surrogate kept as an escape
+        rejects.append(Reject(index, field, message, raw))
+    built = _build_rows(kept, kept_indexes, gateway, received_at)
+    return Rows(built.table, built.hashes, rejects + built.rejects)
+
+
+def _unencodable_field(rec: RecordIn) -> str | None:
+    """The first text field of the record that is not valid Unicode, if any."""
+    for name in _TEXT_FIELDS:
+        value = getattr(rec, name)
+        if isinstance(value, str):
+            try:
+                value.encode()
+            except UnicodeEncodeError:
+                return name
+    return None
+
+
+def _build_rows(
+    records: list[RecordIn], indexes: list[int], gateway: str, received_at: datetime
+) -> Rows:
     rejects: list[Reject] = []
     n = len(records)
     received_us = int((received_at - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(microseconds=1))

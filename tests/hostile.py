@@ -394,6 +394,9 @@ def _items() -> list[Item]:
     far = {**litellm_item(1), "startTime": 1e300}
     del far["endTime"]
     bad_time = dumps(far)
+    # Half a UTF-16 pair escaped alone: valid JSON, but not text that can be stored.
+    lone = b'{"model":"x\\ud800","isl":1,"osl":1}'
+    lone_lite = dumps(litellm_item(1)).replace(b'"llama-3.1-8b"', b'"x\\udc00"')
     return [
         Item("array-of-numbers", "/v1/requests", JSON, b"[" + good + b",1]", 1, "JSON object"),
         Item("array-nan-items", "/v1/requests", JSON, b"[" + good + b",NaN]", 1, "JSON object"),
@@ -428,6 +431,23 @@ def _items() -> list[Item]:
             b"[" + good + b',{"model":"m","isl":1,"osl":1,"started_at":1e300}]',
             1,
             "started_at",
+        ),
+        Item(
+            "array-lone-surrogate",
+            "/v1/requests",
+            JSON,
+            b"[" + good + b"," + lone + b"]",
+            1,
+            "surrogate",
+        ),
+        Item("ndjson-lone-surrogate", "/v1/requests", NDJSON, _nd(good, lone), 1, "surrogate"),
+        Item(
+            "litellm-lone-surrogate",
+            "/v1/litellm",
+            JSON,
+            b"[" + good_lite + b"," + lone_lite + b"]",
+            1,
+            "surrogate",
         ),
         Item("ndjson-garbage-line", "/v1/requests", NDJSON, _nd(good, b"not json"), 1, "JSON"),
         Item("ndjson-deep-line", "/v1/requests", NDJSON, _nd(good, DEEP_RECORD), 1, "deep"),

@@ -217,3 +217,28 @@ def test_ndjson_error_index_is_the_line_number(live, ingest):
     body = ndjson([record(0, "b")]) + b"\n\n" + b'{"model": "m", "isl": -2, "osl": 1}\n'
     r = ingest.post("/v1/requests", content=body, headers=NDJSON).json()
     assert (r["accepted"], r["errors"][0]["index"]) == (1, 3)
+
+
+def test_an_unpaired_surrogate_escape_is_rejected_by_field_and_the_rest_stored(live, ingest):
+    """JSON can escape half a UTF-16 pair alone; such text cannot be stored (it is not valid
+    Unicode), so that record is rejected by name, and a complete pair is an emoji like any."""
+    good = record(0, "sur-ok")
+    broken = json.dumps(record(1, "sur-bad")).replace('"llama-3.1-8b-instruct"', '"x\\ud800"')
+    pair = json.dumps(record(2, "sur-pair")).replace('"team-a"', '"team \\ud83d\\ude00"')
+    body = "\n".join([json.dumps(good), broken, pair]).encode()
+    for headers in (NDJSON, JSON):
+        sent = body if headers is NDJSON else b"[" + body.replace(b"\n", b",") + b"]"
+        r = ingest.post("/v1/requests", content=sent, headers=headers)
+        assert r.status_code == 200, r.text
+        answer = r.json()
+        assert answer["rejected"] == 1
+        assert answer["accepted"] + answer["duplicates"] == 2
+        (error,) = answer["errors"]
+        assert (error["index"], error["field"]) == (1, "model")
+        assert "unpaired UTF-16 surrogate" in error["message"]
+    assert stored(live) == 2
+    assert live.scalar("SELECT tenant FROM requests WHERE request_id = 'sur-pair-2'") == (
+        "team \U0001f600"
+    )
+    raw = live.scalar("SELECT raw FROM rejects WHERE field = 'model' LIMIT 1")
+    assert "\\ud800" in raw and "sur-bad-1" in raw

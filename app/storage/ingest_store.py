@@ -87,8 +87,10 @@ class RequestStore:
 
     def finish_reindex(self, hashes: np.ndarray | None) -> int:
         """Swap in the rebuilt index (None: give up); returns its size (writer thread)."""
-        self.index_pending()  # recorded, so in the new index, and never added twice
-        recorded, self._recorded = self._recorded or [], None
+        try:
+            self.index_pending()  # recorded, so in the new index, and never added twice
+        finally:  # recording stops whatever happens: else every later flush's keys pile up
+            recorded, self._recorded = self._recorded or [], None
         if hashes is not None:
             self.keys = KeyIndex(np.concatenate([hashes, *recorded]))
         return len(self.keys)
@@ -131,7 +133,11 @@ class RequestStore:
 
         Quick numpy work, so the writer runs it on the event loop, where it needs no GIL
         hand-offs with the loop's parsing; only `write` (the journal, DuckDB) goes to the
-        writer thread. The index changes only in `write`, which never overlaps a screen."""
+        writer thread. The index changes in `write` and `index_pending` (the writer thread).
+        The writer awaits both before a screen; if one still runs (a flush failed after its
+        journal write, an add failed), `_unindexed` is non-empty throughout it, because
+        `index_pending` takes an entry off only after adding it, and it is checked before
+        the index is read, so a screen never reads a half-built table."""
         hashes = [_hashes_of(b) for b in batches]
         known = [h for h in hashes if h is not None]
         flat = np.concatenate(known) if known else np.empty(0, dtype=np.uint64)

@@ -127,7 +127,8 @@ class KeyIndex:
         """Put every value into a new, empty table at most half full, in one pass.
 
         Not safe against a concurrent lookup (the new table is empty until filled): the
-        writer's screen and write take turns, and a reindex swaps in a whole new index.
+        writer's screen reads the index only while no keys wait to be added (see
+        `RequestStore.screen`), and a reindex swaps in a whole new index.
 
         Sorted, the values come in order of home slot, and linear probing puts value i at
         max(home i, slot of i-1 + 1): i + the running maximum of (home - i). Values pushed

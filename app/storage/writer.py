@@ -294,10 +294,11 @@ class Writer:
     async def _flush(self, items: list, rows: int) -> None:
         assert self._store is not None and self._queue is not None
         batches = [batch for batch, _ in items]
-        started = time.perf_counter()
         loop = asyncio.get_running_loop()
+        started = time.perf_counter()
         try:
             await self._indexed()
+            started = time.perf_counter()  # the flush's own time, not the last one's index add
             screened = self._store.screen(batches)  # here, on the loop: see its docstring
             results = await loop.run_in_executor(
                 self._executor,
@@ -345,6 +346,7 @@ class Writer:
             await indexing
         except Exception as exc:
             log.error("adding stored keys to the dedupe index failed (retrying): %s", exc)
+            self.stats.last_error = f"dedupe index: {type(exc).__name__}: {exc}"
 
     async def reindex(self) -> int:
         """Rebuild the dedupe index from what is stored (after a prune); returns its size."""
