@@ -13,6 +13,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.deps import ClockDep, SettingsDep, WriterDep
 from app.storage.batches import Batch, Reject, WriteResult
+from app.storage.ingest_store import PartlyStored
 from app.storage.tokens import TokenInfo
 from app.storage.writer import Writer, WriterSaturated, WriterStopped, failure_reason
 from ingest.auth import require_scope
@@ -70,6 +71,28 @@ async def _store(writer: Writer, batch: Batch) -> WriteResult | JSONResponse:
         )
     except WriterStopped:
         return _error(503, "the server is starting or stopping; retry shortly", 2)
+    except PartlyStored as exc:
+        stored = exc.result_for(batch)
+        if stored is not None and stored.accepted:
+            log.error(
+                "keeping the rejects of a %s batch from %s failed: %s",
+                batch.format,
+                batch.gateway,
+                exc.cause,
+            )
+            return _error(
+                503,
+                f"storage failed ({failure_reason(exc.cause)}) while keeping this request's "
+                f"{stored.rejected} invalid records; its {stored.accepted} valid records were "
+                "stored. Resend it later to have the invalid ones kept: the stored records "
+                "then count as duplicates",
+                5,
+            )
+        return _error(
+            503,
+            f"storage failed ({failure_reason(exc.cause)}); nothing was stored, retry later",
+            5,
+        )
     except Exception as exc:  # storage failure: the client must know nothing was kept
         log.error("storing a %s batch from %s failed: %s", batch.format, batch.gateway, exc)
         return _error(

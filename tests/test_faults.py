@@ -188,3 +188,44 @@ def test_a_full_database_disk_keeps_acknowledged_rows_in_the_journal(tmp_path):
         server.close()
         journal_disk.unmount()
         db_disk.unmount()
+
+
+def test_rejects_that_cannot_be_kept_say_the_valid_records_were_stored(tmp_path):
+    """The journal has room but the database disk is full: a batch's valid records become
+    durable, its invalid ones cannot be kept in `rejects`. The sender must hear exactly that,
+    and its resend must store the rejects once and count the valid records as duplicates."""
+    db_disk = Disk(tmp_path / "db", "48m")
+    db = db_disk.path / "t.duckdb"
+    journal_disk = Disk(db.with_name(db.name + ".journal"), "16m")
+    settings = Settings(db=db, port=free_port(), _env_file=None)
+    server, live = _start(settings)
+    try:
+        mixed = batch(40, "m")
+        for rec in mixed[::2]:  # 20 invalid records, each kept with ~4 kB of raw text: more
+            rec["isl"], rec["pad"] = -1, "x" * 4000  # than a full disk's last page can hold
+        with live.client(live.token()) as c:
+            assert c.post("/v1/requests", json=batch(1000, "a")).json()["accepted"] == 1000
+            live.settle()
+            db_disk.fill()
+            r = c.post("/v1/requests", json=mixed)
+            assert r.status_code == 503, r.text
+            assert int(r.headers["Retry-After"]) > 0
+            assert r.json()["detail"] == (
+                "storage failed (the server's disk is full) while keeping this request's 20 "
+                "invalid records; its 20 valid records were stored. Resend it later to have the "
+                "invalid ones kept: the stored records then count as duplicates"
+            )
+            db_disk.free()
+            r = c.post("/v1/requests", json=mixed)
+            assert r.status_code == 200, r.text
+            counts = (r.json()["accepted"], r.json()["duplicates"], r.json()["rejected"])
+            assert counts == (0, 20, 20)
+        live.settle()
+        assert _count(live) == (1020, 1020)
+        assert live.database.cursor().execute(
+            "SELECT count(*) FROM rejects WHERE field = 'isl'"
+        ).fetchone() == (20,)
+    finally:
+        server.close()
+        journal_disk.unmount()
+        db_disk.unmount()

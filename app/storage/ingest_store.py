@@ -31,6 +31,20 @@ class Screened:
     all_new: bool
 
 
+class PartlyStored(Exception):
+    """A flush's valid rows were made durable, but keeping its rejects failed: the senders
+    must hear that their valid records are stored (a resend counts them as duplicates)."""
+
+    def __init__(self, cause: Exception, batches: list[Batch], results: list[WriteResult]):
+        super().__init__(str(cause))
+        self.cause = cause
+        self._results = {id(b): r for b, r in zip(batches, results, strict=True)}
+
+    def result_for(self, batch: Batch) -> WriteResult | None:
+        """What was stored of one of the flush's batches."""
+        return self._results.get(id(batch))
+
+
 class RequestStore:
     """Writes batches through one connection; keeps the dedupe index in step with what is durable.
 
@@ -183,6 +197,7 @@ class RequestStore:
             total = 0 if batch.rows is None else batch.rows.num_rows
             results.append(WriteResult(accepted, total - accepted, len(batch.rejects)))
         rejects = [rejects_table(b, self.raw_chars) for b in batches if b.rejects]
+        journaled = False
         if self.journal is not None and kept_rows:
             rows = pa.concat_tables(kept_rows)
             with self._lock:  # the mover rotates segments under the same lock
@@ -194,6 +209,7 @@ class RequestStore:
             else:
                 self._remember(np.concatenate(kept_hashes))
             kept_rows, kept_hashes = [], []
+            journaled = True
         if not kept_rows and not rejects:
             return results
         self.con.execute("BEGIN TRANSACTION")
@@ -203,8 +219,10 @@ class RequestStore:
             if rejects:
                 self._insert("rejects", "*", pa.concat_tables(rejects))
             self.con.execute("COMMIT")
-        except BaseException:
+        except BaseException as exc:
             rollback(self.con)
+            if journaled and isinstance(exc, Exception):  # the valid rows are durable
+                raise PartlyStored(exc, batches, results) from exc
             raise
         if kept_hashes:  # only now are these rows durable
             self._remember(np.concatenate(kept_hashes))
