@@ -208,3 +208,26 @@ def test_keys_indexed_later_still_dedupe_before_and_after_they_are_indexed(tmp_p
         assert store.screen(fresh).all_new
         assert not store.screen([Batch("g", "t", now, _rows(["d"]))]).all_new
         journal.close()
+
+
+def test_a_key_index_that_fails_to_grow_keeps_every_key(monkeypatch):
+    """Growing builds the new table aside: a failure midway (memory) must not leave an empty
+    or half-filled table behind, which would let duplicates of stored keys through."""
+    rng = np.random.default_rng(7)
+    stored = rng.integers(1, 2**63, 30_000, dtype=np.uint64)
+    index = KeyIndex(stored)
+    size = len(index)
+
+    def out_of_memory(values):
+        raise MemoryError
+
+    monkeypatch.setattr("app.storage.keys._run_starts", out_of_memory)
+    more = rng.integers(1, 2**63, 40_000, dtype=np.uint64)
+    try:
+        index.add(more, known_new=True)  # past half full: it must grow
+    except MemoryError:
+        pass
+    else:
+        raise AssertionError("the grow was expected to fail")
+    assert len(index) == size
+    assert index.contains(stored).all()

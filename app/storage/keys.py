@@ -136,15 +136,18 @@ class KeyIndex:
         size = len(self._slots)
         while 2 * len(values) > size:
             size *= 2
-        self._slots = np.zeros(size, dtype=np.uint64)
+        table = np.zeros(size, dtype=np.uint64)
         values.sort()
         # A reindex hands in the table's keys and those recorded meanwhile, which overlap.
         values = values[_run_starts(values)]
-        self._n = len(values)
         steps = np.arange(len(values))
-        slots = np.maximum.accumulate(self._home(values) - steps) + steps
+        shift = np.uint64(64 - (size.bit_length() - 1))
+        slots = np.maximum.accumulate((values >> shift).astype(np.intp) - steps) + steps
         inside = slots < size
-        self._slots[slots[inside]] = values[inside]
+        table[slots[inside]] = values[inside]
+        # Swapped in only when built: an allocation that fails midway (memory) leaves the
+        # old table, and every key in it, as it was.
+        self._slots, self._n = table, len(values)
         if not inside.all():
             self._place(values[~inside])
 
