@@ -71,32 +71,22 @@ async def _store(writer: Writer, batch: Batch) -> WriteResult | JSONResponse:
         )
     except WriterStopped:
         return _error(503, "the server is starting or stopping; retry shortly", 2)
-    except PartlyStored as exc:
-        stored = exc.result_for(batch)
+    except Exception as exc:  # storage failure: say exactly what, if anything, was kept
+        # PartlyStored: the flush's valid rows are durable, only keeping its rejects failed.
+        stored = exc.result_for(batch) if isinstance(exc, PartlyStored) else None
+        cause = exc.cause if isinstance(exc, PartlyStored) else exc
+        log.error("storing a %s batch from %s failed: %s", batch.format, batch.gateway, cause)
         if stored is not None and stored.accepted:
-            log.error(
-                "keeping the rejects of a %s batch from %s failed: %s",
-                batch.format,
-                batch.gateway,
-                exc.cause,
-            )
             return _error(
                 503,
-                f"storage failed ({failure_reason(exc.cause)}) while keeping this request's "
+                f"storage failed ({failure_reason(cause)}) while keeping this request's "
                 f"{stored.rejected} invalid records; its {stored.accepted} valid records were "
                 "stored. Resend it later to have the invalid ones kept: the stored records "
                 "then count as duplicates",
                 5,
             )
         return _error(
-            503,
-            f"storage failed ({failure_reason(exc.cause)}); nothing was stored, retry later",
-            5,
-        )
-    except Exception as exc:  # storage failure: the client must know nothing was kept
-        log.error("storing a %s batch from %s failed: %s", batch.format, batch.gateway, exc)
-        return _error(
-            503, f"storage failed ({failure_reason(exc)}); nothing was stored, retry later", 5
+            503, f"storage failed ({failure_reason(cause)}); nothing was stored, retry later", 5
         )
 
 

@@ -77,8 +77,9 @@ class KeyIndex:
         values *= _MIX
         return values
 
-    def _home(self, values: np.ndarray) -> np.ndarray:
-        shift = np.uint64(64 - (len(self._slots).bit_length() - 1))
+    def _home(self, values: np.ndarray, size: int | None = None) -> np.ndarray:
+        """Each value's home slot in a table of `size` slots (a power of two; the current)."""
+        shift = np.uint64(64 - ((size or len(self._slots)).bit_length() - 1))
         return (values >> shift).astype(np.intp)
 
     def any_of(self, hashes: np.ndarray) -> bool:
@@ -126,9 +127,10 @@ class KeyIndex:
     def _grow(self, values: np.ndarray) -> None:
         """Put every value into a new, empty table at most half full, in one pass.
 
-        Not safe against a concurrent lookup (the new table is empty until filled): the
-        writer's screen reads the index only while no keys wait to be added (see
-        `RequestStore.screen`), and a reindex swaps in a whole new index.
+        Not safe against a concurrent lookup (values that wrap round past the end are placed
+        after the new table is swapped in): the writer's screen reads the index only while
+        no keys wait to be added (see `RequestStore.screen`), and a reindex swaps in a whole
+        new index.
 
         Sorted, the values come in order of home slot, and linear probing puts value i at
         max(home i, slot of i-1 + 1): i + the running maximum of (home - i). Values pushed
@@ -141,8 +143,7 @@ class KeyIndex:
         # A reindex hands in the table's keys and those recorded meanwhile, which overlap.
         values = values[_run_starts(values)]
         steps = np.arange(len(values))
-        shift = np.uint64(64 - (size.bit_length() - 1))
-        slots = np.maximum.accumulate((values >> shift).astype(np.intp) - steps) + steps
+        slots = np.maximum.accumulate(self._home(values, size) - steps) + steps
         inside = slots < size
         table[slots[inside]] = values[inside]
         # Swapped in only when built: an allocation that fails midway (memory) leaves the
