@@ -217,6 +217,11 @@ async def post_logs(
 
 async def _otlp(request, settings, writer, clock, token, *, logs: bool) -> Response:
     """The OTLP/HTTP contract: protobuf or JSON in, Export…ServiceResponse out."""
+    with writer.incoming():
+        return await _otlp_in(request, settings, writer, clock, token, logs=logs)
+
+
+async def _otlp_in(request, settings, writer, clock, token, *, logs: bool) -> Response:
     if limited := _over(request, token):
         return limited
     received_at = clock()
@@ -269,6 +274,11 @@ async def _otlp(request, settings, writer, clock, token, *, logs: bool) -> Respo
 
 async def _take(request, settings, writer, clock, token, fmt: str, decoder) -> JSONResponse:
     """The ingest contract for any format: read, decode, quarantine, store, answer."""
+    with writer.incoming():
+        return await _take_in(request, settings, writer, clock, token, fmt, decoder)
+
+
+async def _take_in(request, settings, writer, clock, token, fmt: str, decoder) -> JSONResponse:
     if limited := _over(request, token):
         return limited
     received_at = clock()

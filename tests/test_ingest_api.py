@@ -211,6 +211,33 @@ def test_health_reports_database_and_writer(live, ingest):
     assert h["database"]["requests"] == 3 and h["database"]["revision"] == migrate.head_revision()
     assert h["writer"]["running"] and h["writer"]["rows_accepted"] == 3
     assert h["writer"]["journal_rows"] == 0 and h["writer"]["moved_rows"] == 3
+    assert h["writer"]["incoming_requests"] == 0
+
+
+def test_no_answer_leaves_a_request_counted_as_arriving(live, ingest):
+    """The mover takes "no ingest request arriving" for the end of traffic: every way out of
+    the route, refusals and errors included, must count the request out again."""
+    writer = live.app.state.writer
+    assert ingest.post("/v1/requests", json=batch(3, "in")).status_code == 200
+    assert ingest.post("/v1/requests", content=b"nope", headers=JSON).status_code == 400
+    assert (
+        ingest.post("/v1/requests", content=b"{}", headers={"Content-Type": "text/csv"}).status_code
+        == 415
+    )
+    assert (
+        ingest.post(
+            "/v1/requests", content=b"\x1f\x8b", headers={**JSON, "Content-Encoding": "gzip"}
+        ).status_code
+        == 400
+    )
+    assert (
+        ingest.post(
+            "/v1/traces", content=b"\x00", headers={"Content-Type": "application/x-protobuf"}
+        ).status_code
+        == 400
+    )
+    assert ingest.post("/v1/litellm", json=[{"nothing": 1}]).status_code == 200
+    assert writer.state()["incoming_requests"] == 0
 
 
 def test_ndjson_error_index_is_the_line_number(live, ingest):

@@ -122,7 +122,8 @@ def test_the_mover_gathers_a_row_group_only_while_flushes_keep_coming(tmp_path, 
         w._gather(_Backlog(10))
         assert clock.slept == 0
         w._prev_flush = clock.now - 0.01  # two flushes in a row, a small backlog: wait a bit
-        w._gather(_Backlog(10))
+        with w.incoming():  # ... while a shipper's next batch is arriving
+            w._gather(_Backlog(10))
         assert module.QUIET_S <= clock.slept <= module.QUIET_S + 0.02
 
         class Busy:  # flushes keep coming all along
@@ -132,6 +133,7 @@ def test_the_mover_gathers_a_row_group_only_while_flushes_keep_coming(tmp_path, 
                 return 10
 
         clock.slept = 0
+        w._pending_rows = 1000
         w._gather(Busy())
         assert module.MOVE_AFTER_S <= clock.slept <= module.MOVE_AFTER_S + 0.02
         clock.slept = 0
@@ -140,6 +142,33 @@ def test_the_mover_gathers_a_row_group_only_while_flushes_keep_coming(tmp_path, 
         w._stopping = True
         w._gather(_Backlog(10))  # stopping: move now
         assert clock.slept == 0
+    finally:
+        w._executor.shutdown()
+
+
+def test_the_mover_moves_soon_when_no_ingest_request_is_arriving(tmp_path, monkeypatch):
+    """A pause with a shipper's batch arriving or queued is a stall (wait QUIET_S for more);
+    with none, traffic has ended and the rows move after IDLE_S."""
+    from app.storage import writer as module
+
+    clock = _Clock()
+    monkeypatch.setattr(module, "time", clock)
+    w = Writer(Database(tmp_path / "i.duckdb"))
+    try:
+        w._prev_flush, w._last_flush = clock.now - 0.01, clock.now
+        with w.incoming():  # a batch is being read or parsed
+            w._gather(_Backlog(10))
+        assert module.QUIET_S <= clock.slept <= module.QUIET_S + 0.02
+        clock.slept = 0
+        w._prev_flush, w._last_flush = clock.now - 0.01, clock.now
+        w._pending_rows = 1000  # a batch is queued for the next flush
+        w._gather(_Backlog(10))
+        assert module.QUIET_S <= clock.slept <= module.QUIET_S + 0.02
+        clock.slept = 0
+        w._pending_rows = 0
+        w._prev_flush, w._last_flush = clock.now - 0.01, clock.now
+        w._gather(_Backlog(10))  # nothing arriving, nothing queued
+        assert module.IDLE_S <= clock.slept <= module.IDLE_S + 0.02 < module.QUIET_S
     finally:
         w._executor.shutdown()
 

@@ -25,6 +25,7 @@ class WriterHealth(BaseModel):
 
     running: bool
     pending_rows: int
+    incoming_requests: int  # ingest requests being read or parsed now
     capacity_rows: int
     flushes: int
     batches: int

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import functools
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -27,9 +29,12 @@ log = logging.getLogger("tokenshape.writer")
 # and move as soon as traffic pauses for QUIET_S: long enough that a stall of a few lock-step
 # shippers does not cut a row group short (at 0.05 s a 1M-record load moved in pieces of
 # 4-40k rows, and their WAL writes and re-compressed row groups doubled DuckDB's CPU).
+# When no ingest request is arriving or queued either, traffic has stopped rather than
+# stalled, and the rows move after IDLE_S: a burst's last rows become visible ~0.25 s sooner.
 MOVE_ROWS = 122_880
 MOVE_AFTER_S = 1.0
 QUIET_S = 0.25
+IDLE_S = 0.05
 REBUILD_EVERY_S = 10.0
 
 
@@ -114,6 +119,7 @@ class Writer:
         self._mover: threading.Thread | None = None
         self._move_wanted = threading.Event()
         self._stopping = False
+        self._incoming = 0  # ingest requests being read or parsed: see incoming()
         self._last_flush = 0.0  # time.monotonic() of the last committed flush
         self._prev_flush = 0.0  # ... and of the one before it
         self.last_move_error: str | None = None
@@ -218,9 +224,24 @@ class Writer:
             not self._stopping
             and store.unmoved_rows < MOVE_ROWS
             and time.monotonic() - since < MOVE_AFTER_S
-            and time.monotonic() - self._last_flush < QUIET_S
+            and not self._quiet()
         ):
             time.sleep(0.01)
+
+    def _quiet(self) -> bool:
+        """No flush for QUIET_S, or for IDLE_S with no ingest request arriving or queued."""
+        gap = time.monotonic() - self._last_flush
+        return gap >= QUIET_S or (gap >= IDLE_S and not self._incoming and not self._pending_rows)
+
+    @contextlib.contextmanager
+    def incoming(self) -> Iterator[None]:
+        """Mark an ingest request as arriving while its body is read and parsed (event loop),
+        so the mover does not take a pause between shippers' batches for the end of traffic."""
+        self._incoming += 1
+        try:
+            yield
+        finally:
+            self._incoming -= 1
 
     @property
     def unmoved_rows(self) -> int:
@@ -385,6 +406,7 @@ class Writer:
         return {
             "running": self.running,
             "pending_rows": self._pending_rows,
+            "incoming_requests": self._incoming,
             "capacity_rows": self.capacity_rows,
             "flushes": s.flushes,
             "batches": s.batches,
