@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from app import __version__
 from app.api import admin, backup, drift, engines, health, latency, metrics, openapi, shapes
 from app.auth import routes as auth_routes
-from app.auth.gate import WARM_UP_HEADER, AuthGate
+from app.auth.gate import INGEST_PATHS, WARM_UP_HEADER, AuthGate
 from app.config import Settings
 from app.cron import parse_cron
 from app.dashboard.prefetched import PrefetchPages
@@ -33,6 +33,7 @@ from app.storage import report_runs, sessions, users
 from app.storage.database import Database
 from app.storage.writer import Writer
 from ingest import routes as ingest_routes
+from ingest.lane import IngestLane
 from ingest.ratelimit import Limit, RateLimiter
 
 log = logging.getLogger("tokenshape")
@@ -243,5 +244,7 @@ def create_app(
         admin_pages=ADMIN_PAGES,
         admin_outputs=ADMIN_OUTPUTS,
     )
+    # Outside the gate (ingest routes check their own tokens), inside the metrics.
+    app.add_middleware(IngestLane, fastapi_app=app, router=ingest_routes.router, paths=INGEST_PATHS)
     install_metrics(app, database)  # after Dash's middleware, so it counts Dash's answers too
     return app
