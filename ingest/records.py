@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from itertools import repeat
 from typing import Annotated, Literal, NamedTuple
@@ -56,6 +55,14 @@ _TS = pa.timestamp("us", tz="UTC")
 _TEXT_FIELDS = ("request_id", "model", "engine", "tenant", "error_type", "started_at")
 _GAPS = pa.list_(pa.float64())
 _FLOATS = ("ttft_ms", "e2e_ms", "itl_ms", "queue_ms")
+# The wire fields as Arrow types, and those stored as they come, in the table's order.
+_FIELDS_STRUCT = pa.struct(
+    [
+        (name, REQUESTS_SCHEMA.field(name).type if name != "started_at" else pa.string())
+        for name in FIELDS
+    ]
+)
+_STORED_FIELDS = REQUESTS_SCHEMA.names[4:]
 
 _PATH = re.compile(r" - at `\$(?:\[\d+\])?\.?([^`]*)`$")
 _MISSING = re.compile(r"missing required field `([^`]+)`")
@@ -95,15 +102,31 @@ def _parse_time(text: str) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def _started_us(values: Sequence, received_us: int) -> tuple[np.ndarray, dict[int, str]]:
-    """started_at as epoch microseconds; absent means the receive time. Returns bad positions."""
-    try:  # fast path, all C: every value is an ISO 8601 string with a zone, or absent
-        # view, not cast: the same 64-bit values without a compute call (~30 us each).
-        arr = pa.array(values, pa.string()).cast(_TS).view(pa.int64())
-        out = arr.fill_null(received_us) if arr.null_count else arr
-        return out.to_numpy().astype(np.int64, copy=False), {}
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        pass
+def microseconds(when: datetime) -> int:
+    """A time as epoch microseconds."""
+    return int((when - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(microseconds=1))
+
+
+def _time_bounds(received_us: int) -> tuple[int, int]:
+    """The accepted started_at range in epoch microseconds: EARLIEST to FUTURE_SLACK ahead."""
+    return microseconds(EARLIEST), received_us + int(FUTURE_SLACK / timedelta(microseconds=1))
+
+
+def _started_us(
+    texts: pa.Array | None, records: list[RecordIn], received_us: int
+) -> tuple[np.ndarray, dict[int, str]]:
+    """started_at as epoch microseconds; absent means the receive time. Returns bad positions.
+
+    texts: the field as an Arrow string column, None when some value is not text."""
+    if texts is not None:
+        try:  # fast path, all C: every value is an ISO 8601 string with a zone, or absent
+            # view, not cast: the same 64-bit values without a compute call (~30 us each).
+            arr = texts.cast(_TS).view(pa.int64())
+            out = arr.fill_null(received_us) if arr.null_count else arr
+            return out.to_numpy().astype(np.int64, copy=False), {}
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            pass
+    values = [rec.started_at for rec in records]
     out = np.full(len(values), received_us, dtype=np.int64)
     bad: dict[int, str] = {}
     numbers = [(i, v) for i, v in enumerate(values) if isinstance(v, float | int)]
@@ -202,29 +225,56 @@ def _unencodable_field(rec: RecordIn) -> str | None:
     return None
 
 
+def _arrow_columns(records: list[RecordIn]) -> dict[str, pa.Array | None]:
+    """Each field of the records as an Arrow column (started_at: None unless all text)."""
+    return _struct_columns(records) or _field_columns(records)
+
+
+def _struct_columns(records: list[RecordIn]) -> dict[str, pa.Array | None] | None:
+    """One conversion of the records' tuples into a struct column, split into its fields:
+    ~25% less than a conversion per field (no transposing, one call's fixed cost). None when
+    a value does not fit its field's type (started_at as epoch seconds)."""
+    try:
+        whole = pa.array(list(map(astuple, records)), _FIELDS_STRUCT)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    return dict(zip(FIELDS, whole.flatten(), strict=True))
+
+
+def _field_columns(records: list[RecordIn]) -> dict[str, pa.Array | None]:
+    """A conversion per field; started_at None when some value is not text."""
+    columns = zip(*map(astuple, records), strict=True) if records else [()] * len(FIELDS)
+    out: dict[str, pa.Array | None] = {}
+    for name, values in zip(FIELDS, columns, strict=True):
+        try:
+            out[name] = pa.array(values, _FIELDS_STRUCT.field(name).type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            if name != "started_at":
+                raise
+            out[name] = None
+    return out
+
+
 def _build_rows(
     records: list[RecordIn], indexes: list[int], gateway: str, received_at: datetime
 ) -> Rows:
     rejects: list[Reject] = []
     n = len(records)
-    received_us = int((received_at - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(microseconds=1))
-    # One C-level pass: each record to a tuple, then transposed into one sequence per field.
-    columns = zip(*map(astuple, records), strict=True) if records else [()] * len(FIELDS)
-    cols: dict[str, Sequence] = dict(zip(FIELDS, columns, strict=True))
-    started, bad_time = _started_us(cols["started_at"], received_us)
-    ttft = pa.array(cols["ttft_ms"], pa.float64())
-    e2e = pa.array(cols["e2e_ms"], pa.float64())
+    received_us = microseconds(received_at)
+    cols = _arrow_columns(records)
+    started, bad_time = _started_us(cols["started_at"], records, received_us)
+    ttft, e2e = cols["ttft_ms"], cols["e2e_ms"]
+    assert ttft is not None and e2e is not None
 
     bad = dict(bad_time)
-    lo = int((EARLIEST - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(microseconds=1))
-    hi = received_us + int(FUTURE_SLACK / timedelta(microseconds=1))
+    lo, hi = _time_bounds(received_us)
     for i in np.flatnonzero((started < lo) | (started > hi)):
         if int(i) not in bad:
             try:
                 when = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(started[i]))
                 shown = when.isoformat()
             except OverflowError:  # beyond year 9999: show what was sent
-                shown = repr(cols["started_at"][i])[:64]
+                shown = repr(records[i].started_at)[:64]
             bad[int(i)] = (
                 f"started_at: {shown} is outside the accepted range "
                 "(2000-01-01 to one day after now); send UTC times or epoch seconds"
@@ -241,32 +291,21 @@ def _build_rows(
     for i, message in sorted(bad.items()):
         rejects.append(Reject(indexes[i], message.split(":", 1)[0], message, raw_of(records[i])))
 
-    rid = list(cols["request_id"])
-    for i, value in enumerate(rid):
-        if value is None:
-            rid[i] = content_id(records[i])
+    rid = [rec.request_id for rec in records]
+    request_ids = cols["request_id"]
+    if request_ids is None or request_ids.null_count:
+        for i, value in enumerate(rid):
+            if value is None:
+                rid[i] = content_id(records[i])
+        request_ids = pa.array(rid, pa.string())
     hashes = key_hashes_of(zip(repeat(gateway), rid), n)
     table = pa.table(
         [
-            pa.array([gateway] * n, pa.string()),
-            pa.array(rid, pa.string()),
+            pa.repeat(pa.scalar(gateway, pa.string()), n),
+            request_ids,
             pa.array(started, _TS),
             pa.array(np.full(n, received_us, dtype=np.int64), _TS),
-            pa.array(cols["model"], pa.string()),
-            pa.array(cols["engine"], pa.string()),
-            pa.array(cols["tenant"], pa.string()),
-            pa.array(cols["isl"], pa.int32()),
-            pa.array(cols["osl"], pa.int32()),
-            pa.array(cols["tokens_estimated"], pa.bool_()),
-            ttft,
-            e2e,
-            pa.array(cols["itl_ms"], pa.float64()),
-            pa.array(cols["queue_ms"], pa.float64()),
-            pa.array(cols["token_gaps_ms"], _GAPS),
-            pa.array(cols["status"], pa.string()),
-            pa.array(cols["error_type"], pa.string()),
-            pa.array(cols["stream"], pa.bool_()),
-            pa.array(cols["cached_tokens"], pa.int32()),
+            *(cols[name] for name in _STORED_FIELDS),
         ],
         schema=REQUESTS_SCHEMA,
     )
