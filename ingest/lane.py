@@ -41,6 +41,8 @@ def routes_for(router: APIRouter, paths: frozenset[str]) -> dict[str, tuple[APIR
             names = tuple(inspect.signature(route.endpoint).parameters)
             if names != PARAMETERS:
                 raise TypeError(f"{route.path}: the ingest lane calls {PARAMETERS}, not {names}")
+            if route.dependencies:  # the lane would skip them
+                raise TypeError(f"{route.path}: the ingest lane runs no route dependencies")
             found[route.path] = (route, route.endpoint)
     missing = paths - found.keys()
     if missing:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.requests import Request
 
@@ -91,5 +91,9 @@ def test_the_lane_refuses_a_handler_it_would_call_wrongly():
 
     with pytest.raises(TypeError, match="the ingest lane calls"):
         routes_for(router, frozenset({"/v1/requests"}))
+    guarded = APIRouter(dependencies=[Depends(lambda: None)])
+    guarded.post("/v1/logs")(ingest_routes.post_logs)
+    with pytest.raises(TypeError, match="runs no route dependencies"):
+        routes_for(guarded, frozenset({"/v1/logs"}))
     with pytest.raises(LookupError, match="/v1/nope"):
         routes_for(ingest_routes.router, frozenset({"/v1/requests", "/v1/logs", "/v1/nope"}))

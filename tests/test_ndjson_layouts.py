@@ -52,3 +52,15 @@ def test_a_lone_carriage_return_is_not_a_line_break():
     out = _parse(_rec(0) + b"\r" + _rec(1))
     (reject,) = out.rejects
     assert reject.index == 0 and out.rows.num_rows == 0
+
+
+@pytest.mark.parametrize("glue", [b"", b" ", b"\r", b"\t"], ids=["none", "space", "cr", "tab"])
+@pytest.mark.parametrize("gap", [b"\n\n", b"\n \n", b"\n\r\n"], ids=["blank", "space", "crlf"])
+def test_two_objects_on_a_line_and_a_blank_line_are_not_one_object_per_line(glue, gap):
+    """The counts match (3 objects, 3 lines), yet the first line holds two objects: that line
+    is one invalid item, and the indexes stay line numbers."""
+    bad = b'{"model": "m", "isl": 1, "osl": 1, "request_id": "old", "started_at": "1990-01-01Z"}'
+    out = _parse(_rec(0) + glue + bad + gap + _rec(2))
+    (reject,) = out.rejects
+    assert reject.index == 0 and "not valid JSON" in reject.reason
+    assert out.rows.column("request_id").to_pylist() == ["r2"]

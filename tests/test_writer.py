@@ -169,6 +169,22 @@ def test_the_mover_moves_soon_when_no_ingest_request_is_arriving(tmp_path, monke
         w._prev_flush, w._last_flush = clock.now - 0.01, clock.now
         w._gather(_Backlog(10))  # nothing arriving, nothing queued
         assert module.IDLE_S <= clock.slept <= module.IDLE_S + 0.02 < module.QUIET_S
+
+        class Periodic:  # a shipper whose batch comes every 0.15 s: idle between, not done
+            def __init__(self):
+                self.next = clock.now + 0.15
+
+            @property
+            def unmoved_rows(self):
+                if clock.now >= self.next:
+                    w._prev_flush, w._last_flush = w._last_flush, clock.now
+                    self.next = clock.now + 0.15
+                return 10
+
+        clock.slept = 0
+        w._prev_flush, w._last_flush = clock.now - 0.15, clock.now
+        w._gather(Periodic())
+        assert module.MOVE_AFTER_S <= clock.slept <= module.MOVE_AFTER_S + 0.02
     finally:
         w._executor.shutdown()
 
