@@ -245,6 +245,6 @@ def create_app(
         admin_outputs=ADMIN_OUTPUTS,
     )
     # Outside the gate (ingest routes check their own tokens), inside the metrics.
-    app.add_middleware(IngestLane, fastapi_app=app, router=ingest_routes.router, paths=INGEST_PATHS)
+    app.add_middleware(IngestLane, router=ingest_routes.router, paths=INGEST_PATHS)
     install_metrics(app, database)  # after Dash's middleware, so it counts Dash's answers too
     return app

@@ -16,7 +16,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Request
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
@@ -53,11 +53,8 @@ def routes_for(router: APIRouter, paths: frozenset[str]) -> dict[str, tuple[APIR
 class IngestLane:
     """Pure ASGI middleware: POSTs to the ingest paths go to their handlers directly."""
 
-    def __init__(
-        self, app: ASGIApp, *, fastapi_app: FastAPI, router: APIRouter, paths: frozenset[str]
-    ):
+    def __init__(self, app: ASGIApp, *, router: APIRouter, paths: frozenset[str]):
         self.app = app
-        self.fastapi_app = fastapi_app
         self.paths = paths
         self.routes = routes_for(router, paths)
         self.check_token = require_scope("ingest")
@@ -75,7 +72,7 @@ class IngestLane:
         except StarletteHTTPException as exc:
             # What FastAPI's exception layer does: the app's own handler words the answer.
             # Anything else propagates to the server-error handler, as from the route.
-            handler: Any = self.fastapi_app.exception_handlers[StarletteHTTPException]
+            handler: Any = request.app.exception_handlers[StarletteHTTPException]
             response = await handler(request, exc)
         await response(scope, receive, send)
 

@@ -53,8 +53,6 @@ class RecordIn(msgspec.Struct, gc=False):
 FIELDS: tuple[str, ...] = RecordIn.__struct_fields__
 _TS = pa.timestamp("us", tz="UTC")
 _TEXT_FIELDS = ("request_id", "model", "engine", "tenant", "error_type", "started_at")
-_GAPS = pa.list_(pa.float64())
-_FLOATS = ("ttft_ms", "e2e_ms", "itl_ms", "queue_ms")
 # The wire fields as Arrow types, and those stored as they come, in the table's order.
 _FIELDS_STRUCT = pa.struct(
     [
