@@ -27,7 +27,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.demo import generate  # noqa: E402
+from app.services.demo import generate  # noqa: E402
 from bench._server import create_token, served  # noqa: E402
 
 

@@ -23,11 +23,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.demo import generate  # noqa: E402
-from app.retention import RetentionJob  # noqa: E402
+from app.jobs.retention import RetentionJob  # noqa: E402
+from app.services.demo import generate  # noqa: E402
 from app.storage.batches import Batch, Reject  # noqa: E402
 from app.storage.database import Database  # noqa: E402
-from app.storage.writer import Writer  # noqa: E402
+from app.storage.write.writer import Writer  # noqa: E402
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 CHUNK = 50_000

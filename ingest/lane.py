@@ -22,8 +22,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.deps import get_clock, get_settings, get_writer
-from ingest.auth import require_scope
+from app.auth.bearer import require_scope
+from app.server.deps import get_clock, get_settings, get_writer
 
 # What every ingest handler takes, in order; `routes_for` refuses any other signature.
 PARAMETERS = ("request", "settings", "writer", "clock", "token")

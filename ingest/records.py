@@ -15,13 +15,10 @@ import pyarrow as pa
 from msgspec.structs import astuple
 
 from app.storage.batches import Reject
-from app.storage.keys import key_hashes_of
-from app.storage.schema import REQUESTS_SCHEMA
+from app.storage.schema import EARLIEST, FUTURE_SLACK, MAX_TOKENS, REQUESTS_SCHEMA
+from app.storage.write.keys import key_hashes_of
 
-MAX_TOKENS = 10_000_000
 MAX_GAPS = 1_000_000
-EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
-FUTURE_SLACK = timedelta(days=1)
 
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS)]

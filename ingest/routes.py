@@ -11,16 +11,17 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from app.deps import ClockDep, SettingsDep, WriterDep
+from app.auth.bearer import require_scope
+from app.server import runtime
+from app.server.deps import ClockDep, SettingsDep, WriterDep
+from app.server.ratelimit import Limited, RateLimiter
 from app.storage.batches import Batch, Reject, WriteResult
-from app.storage.ingest_store import PartlyStored
 from app.storage.tokens import TokenInfo
-from app.storage.writer import Writer, WriterSaturated, WriterStopped, failure_reason
-from ingest.auth import require_scope
+from app.storage.write.store import PartlyStored
+from app.storage.write.writer import Writer, WriterSaturated, WriterStopped, failure_reason
 from ingest.body import BodyError, check_native_type, media_type, read_limited
 from ingest.formats import litellm, otlp
 from ingest.formats.native import EnvelopeError, parse
-from ingest.ratelimit import Limited, RateLimiter
 from ingest.schemas import ErrorResponse, IngestResponse, ItemError
 
 log = logging.getLogger("tokenshape.ingest")
@@ -50,7 +51,7 @@ def _error(status: int, message: str, retry_after: int | None = None) -> JSONRes
 def _over(request: Request, token: TokenInfo, records: int | None = None) -> JSONResponse | None:
     """A 429 when the token is over its requests/s limit (records None: before the body is
     read) or its records/s limit (after parsing, before anything is stored)."""
-    limiter: RateLimiter = request.app.state.rate_limiter
+    limiter: RateLimiter = runtime.of(request).rate_limiter
     who = f"{token.display} (gateway {token.gateway})"
     over: Limited | None = (
         limiter.admit_request(token.id, who)
@@ -106,7 +107,7 @@ async def _refuse(
 
 async def _head(request: Request) -> str | None:
     """The first bytes of an unread body as sent, for `rejects`; bounded in size and time."""
-    settings = request.app.state.settings
+    settings = runtime.of(request).settings
     out = bytearray()
     try:
         async with asyncio.timeout(min(settings.body_timeout_s, 5.0)):

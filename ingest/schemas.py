@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from app.server.errors import ErrorResponse
+
+__all__ = ["ErrorResponse", "IngestResponse", "ItemError"]
+
 
 class ItemError(BaseModel):
     """Why one item of a batch was rejected."""
@@ -22,9 +26,3 @@ class IngestResponse(BaseModel):
     duplicates: int
     rejected: int
     errors: list[ItemError] = Field(description="The first 100 item errors.")
-
-
-class ErrorResponse(BaseModel):
-    """A request that could not be taken at all."""
-
-    detail: str

@@ -38,7 +38,7 @@ class LiveServer:
 
     def settle(self) -> None:
         """Wait until every acknowledged row is visible to queries (the journal is moved)."""
-        writer = self.app.state.writer
+        writer = self.app.state.runtime.writer
         deadline = time.monotonic() + 20
         while (writer.pending_rows or writer.unmoved_rows) and time.monotonic() < deadline:
             time.sleep(0.01)

@@ -54,7 +54,7 @@ def store(db, records: list[dict[str, Any]], gateway: str = "gw-test") -> int:
     import msgspec
 
     from app.storage.batches import Batch
-    from app.storage.ingest_store import RequestStore
+    from app.storage.write.store import RequestStore
     from ingest.records import RecordIn, to_rows
 
     recs = [msgspec.convert(r, RecordIn) for r in records]

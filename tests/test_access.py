@@ -11,10 +11,10 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from app import demo
 from app.config import Settings
 from app.dashboard.pages.admin import ADMINS_ONLY
 from app.dashboard.pages.rightsizing import NUMBER_FIELDS, READ_ONLY, SELECT_FIELDS
+from app.services import demo
 from app.storage.database import Database
 from tests.conftest import free_port, serve
 from tests.fixtures import batch

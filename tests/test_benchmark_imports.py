@@ -8,7 +8,7 @@ import pytest
 
 from app.storage.database import Database
 from ingest.formats.benchmarks import BenchmarkFormatError
-from ingest.formats.files import import_file
+from ingest.importer import import_file
 
 T0 = 1_795_000_000_000_000_000  # ns
 

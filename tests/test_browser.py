@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app import demo
 from app.config import Settings
-from app.dashboard import polyfill
+from app.dashboard.speedups import polyfill
+from app.services import demo
 from app.storage.database import Database
 from app.storage.engines import delete_profile, put_profile
 from tests.conftest import free_port, serve

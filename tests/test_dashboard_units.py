@@ -8,8 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from app.analytics.shapes import HeatMap
+from app.charts.figures import Bounds, bin_labels, bin_position, heatmap_figure, tokens_label
 from app.dashboard import filterbar
-from app.dashboard.figures import Bounds, bin_labels, bin_position, heatmap_figure, tokens_label
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -104,7 +104,7 @@ def test_heatmap_figure_draws_engine_bounds_and_stretches_to_them():
 def test_partial_plotly_bundle_is_used_only_at_the_packages_version(tmp_path, monkeypatch):
     from plotly.offline import get_plotlyjs_version
 
-    from app.dashboard import plotlyjs as shell
+    from app.dashboard.speedups import plotlyjs as shell
 
     bundle = tmp_path / "plotly-dashboard.min.js"
     monkeypatch.setattr(shell, "PARTIAL_PLOTLY", bundle)

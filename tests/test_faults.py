@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 
 from app.config import Settings
-from app.storage.journal import Journal
 from app.storage.schema import REQUESTS_SCHEMA
+from app.storage.write.journal import Journal
 from bench.faults import run_kill_scenario
 from tests.conftest import LiveServer, free_port, serve
 from tests.fixtures import batch
@@ -133,7 +133,7 @@ def test_a_full_disk_answers_503_and_stores_the_resent_records_once(tmp_path):
             # Reads go on: the dashboard's data is all there.
             assert httpx.get(live.url + "/api/heatmap").json()["total"] == 2000
             assert _count(live) == (2000, 2000)  # nothing of the refused batches
-            assert live.app.state.writer.unmoved_rows == 0
+            assert live.app.state.runtime.writer.unmoved_rows == 0
             disk.free()
             r = c.post("/v1/requests", json=second)  # the shipper's retry
             assert r.status_code == 200 and r.json()["accepted"] == 2000

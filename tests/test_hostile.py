@@ -212,8 +212,8 @@ def quick(settings):
 def test_a_trickling_body_gets_408_while_others_are_served(quick):
     slow_token = quick.token("ingest", gateway="trickle")
     body = json.dumps(batch(1, "slow")[0]).encode() + b"\n"
-    sock = socket.create_connection(("127.0.0.1", quick.app.state.settings.port), timeout=20)
-    sock.sendall(_request_head(quick.app.state.settings.port, slow_token, len(body) * 100))
+    sock = socket.create_connection(("127.0.0.1", quick.app.state.runtime.settings.port), timeout=20)
+    sock.sendall(_request_head(quick.app.state.runtime.settings.port, slow_token, len(body) * 100))
     stop = threading.Event()
     sent = []
 
@@ -254,7 +254,7 @@ def test_a_trickling_body_gets_408_while_others_are_served(quick):
 
 def test_a_client_that_vanishes_mid_body_is_kept_as_a_reject(quick):
     token = quick.token("ingest", gateway="vanish")
-    port = quick.app.state.settings.port
+    port = quick.app.state.runtime.settings.port
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(_request_head(port, token, 10_000) + b'{"model": "m", "isl"')
         time.sleep(0.3)

@@ -150,7 +150,7 @@ def test_refused_payloads_are_kept_in_rejects(live, ingest):
 
 
 def test_body_over_the_limit_is_413(live, ingest):
-    limit = live.app.state.settings.max_body_bytes
+    limit = live.app.state.runtime.settings.max_body_bytes
     big = json.dumps([record(i, model="x" * 200) for i in range(limit // 300 + 10)]).encode()
     assert len(big) > limit
     r = ingest.post("/v1/requests", content=big, headers=JSON)
@@ -217,7 +217,7 @@ def test_health_reports_database_and_writer(live, ingest):
 def test_no_answer_leaves_a_request_counted_as_arriving(live, ingest):
     """The mover takes "no ingest request arriving" for the end of traffic: every way out of
     the route, refusals and errors included, must count the request out again."""
-    writer = live.app.state.writer
+    writer = live.app.state.runtime.writer
     assert ingest.post("/v1/requests", json=batch(3, "in")).status_code == 200
     assert ingest.post("/v1/requests", content=b"nope", headers=JSON).status_code == 400
     assert (

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 from app.storage.batches import Batch
 from app.storage.database import Database
-from app.storage.ingest_store import RequestStore
-from app.storage.journal import Journal
 from app.storage.schema import REQUESTS_SCHEMA
+from app.storage.write.journal import Journal
+from app.storage.write.store import RequestStore
 from tests.test_storage import _rows
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app import logs
 from app.cli import main
 from app.config import Settings
+from app.server import logs
 from app.storage import tokens
 from app.storage.database import Database
 from bench._server import start_server

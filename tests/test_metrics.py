@@ -11,11 +11,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.config import Settings
 from app.main import create_app
-from app.metrics import Metrics
+from app.server.metrics import Metrics
 from app.storage import report_runs
 from app.storage.batches import Batch, WriteResult
 from app.storage.database import Database
-from app.storage.writer import Writer
+from app.storage.write.writer import Writer
 from ingest.records import RecordIn, to_rows
 from tests.conftest import LiveServer, free_port, serve
 from tests.fixtures import batch, record
@@ -99,7 +99,7 @@ def test_writer_flush_latency_and_queue_gauges(live: LiveServer, ingest: httpx.C
     samples = scrape(live)
     flushes = value(samples, "tokenshape_writer_flush_seconds_count")
     assert flushes is not None and flushes > 0
-    assert flushes == live.app.state.writer.stats.flushes
+    assert flushes == live.app.state.runtime.writer.stats.flushes
     assert value(samples, "tokenshape_writer_flush_seconds_bucket", le="+Inf") == flushes
     assert value(samples, "tokenshape_writer_flush_seconds_sum") > 0
     assert value(samples, "tokenshape_writer_running") == 1
@@ -107,7 +107,7 @@ def test_writer_flush_latency_and_queue_gauges(live: LiveServer, ingest: httpx.C
     assert value(samples, "tokenshape_writer_journal_rows") == 0
     assert (
         value(samples, "tokenshape_writer_queue_capacity_rows")
-        == live.app.state.settings.writer_queue_rows
+        == live.app.state.runtime.settings.writer_queue_rows
     )
     assert value(samples, "tokenshape_writer_saturated_total") == 0
     assert value(samples, "tokenshape_writer_flush_failures_total") == 0
@@ -214,13 +214,13 @@ def test_each_app_counts_on_its_own_registry(tmp_path):
     one = create_app(Settings(db=tmp_path / "a.duckdb", _env_file=None))
     two = create_app(Settings(db=tmp_path / "b.duckdb", _env_file=None))
     b = Batch("gw", "native", datetime.now(UTC), None)
-    one.state.metrics.flushed(0.01, [b], [WriteResult(accepted=4, duplicates=0, rejected=0)])
+    one.state.runtime.metrics.flushed(0.01, [b], [WriteResult(accepted=4, duplicates=0, rejected=0)])
     labels = {"gateway": "gw", "format": "native", "outcome": "accepted"}
     assert (
-        one.state.metrics.registry.get_sample_value("tokenshape_ingest_records_total", labels) == 4
+        one.state.runtime.metrics.registry.get_sample_value("tokenshape_ingest_records_total", labels) == 4
     )
     assert (
-        two.state.metrics.registry.get_sample_value("tokenshape_ingest_records_total", labels)
+        two.state.runtime.metrics.registry.get_sample_value("tokenshape_ingest_records_total", labels)
         is None
     )
 

@@ -8,8 +8,8 @@ import re
 import time
 from datetime import UTC, datetime
 
-from app import demo
-from app.dashboard import prefetched
+from app.dashboard.speedups import prefetched
+from app.services import demo
 from app.storage.database import Database
 
 PAGES_PAYLOAD = {

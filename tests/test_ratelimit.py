@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ingest.ratelimit import Bucket
+from app.server.ratelimit import Bucket
 from ingest.ship import ship
 from tests.conftest import LiveServer, serve
 from tests.fixtures import batch, ndjson, record
@@ -98,7 +98,7 @@ def test_requests_over_the_limit_get_429_before_the_body_is_read(tight, clock):
         assert c.post("/v1/requests", json=batch(3, "c")).status_code == 200
     assert tight.scalar("SELECT count(*) FROM requests") == 9
     assert tight.scalar("SELECT count(*) FROM rejects") == 0
-    assert tight.app.state.rate_limiter.refused["requests"] == 1
+    assert tight.app.state.runtime.rate_limiter.refused["requests"] == 1
 
 
 def test_records_over_the_limit_get_429_with_the_wait_from_the_deficit(tight, clock):
@@ -177,7 +177,7 @@ def test_a_shipper_through_a_tight_limit_delivers_everything_once(tight, clock, 
     stats = ship(path, tight.url, tight.token(), batch=60, sleep=sleep, checkpoint=tmp_path / "cp")
     assert stats.accepted == n and stats.duplicates == 0 and stats.rejected == 0
     assert stats.retries == len(waits) > 0 and all(w >= 1.0 for w in waits)
-    refused = tight.app.state.rate_limiter.refused
+    refused = tight.app.state.runtime.rate_limiter.refused
     assert refused["records"] > 0 and stats.retries == refused["records"] + refused["requests"]
     assert tight.scalar("SELECT count(*) FROM requests") == n
     assert tight.scalar("SELECT count(DISTINCT request_id) FROM requests") == n

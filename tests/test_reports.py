@@ -13,18 +13,18 @@ from email import policy
 import pytest
 from aiosmtpd.controller import Controller
 
-from app import demo
 from app.config import Settings
-from app.cron import parse_cron
-from app.reports.build import build_report
-from app.reports.render import render
-from app.reports.schedule import (
+from app.jobs.cron import parse_cron
+from app.jobs.schedule import (
     ReportScheduler,
     last_full_week,
     next_fire,
     week_bounds,
 )
+from app.reports.build import build_report
+from app.reports.render import render
 from app.reports.send import deliver_week
+from app.services import demo
 from app.storage import report_runs
 from app.storage.database import Database
 from app.storage.engines import put_profile
@@ -265,7 +265,7 @@ def test_the_html_renders_at_mail_client_width(seeded, tmp_path):
 
 
 def test_weeks_are_strict_and_only_past_ones_are_sent(seeded, tmp_path):
-    from app.reports.schedule import canonical_week
+    from app.jobs.schedule import canonical_week
 
     for bad in ("2026-w47", "2026-W047", " 2026-W47", "9999-W52", "2026-W54"):
         with pytest.raises(ValueError, match="ISO week such as 2026-W47"):

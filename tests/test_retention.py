@@ -15,11 +15,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from app.retention import NAP_S, RetentionJob
+from app.jobs.retention import NAP_S, RetentionJob
 from app.storage import retention
 from app.storage.batches import Batch, Reject
 from app.storage.database import Database
-from app.storage.ingest_store import RequestStore
+from app.storage.write.store import RequestStore
 from ingest.records import RecordIn, to_rows
 from tests.conftest import serve
 from tests.fixtures import batch, record
@@ -154,7 +154,7 @@ def test_the_job_prunes_daily_on_a_fake_clock(db):
 def test_ingest_answers_200_while_a_prune_deletes_a_large_table(settings):
     """The mover's inserts and the prune's deletes commit side by side (optimistic
     concurrency): no conflict reaches a client, no acknowledged row is lost."""
-    from app.demo import generate
+    from app.services.demo import generate
 
     now = datetime.now(UTC)
     with Database(settings.db).open() as db:
@@ -177,7 +177,7 @@ def test_ingest_answers_200_while_a_prune_deletes_a_large_table(settings):
 
         def prune() -> None:
             try:
-                pruned.append(live.app.state.retention.prune_now())
+                pruned.append(live.app.state.runtime.retention.prune_now())
             finally:
                 done.set()
 
@@ -199,7 +199,7 @@ def test_ingest_answers_200_while_a_prune_deletes_a_large_table(settings):
         )
         assert live.scalar("SELECT count(*) FROM requests") == old - due + 200 * (k + 1)
         assert live.scalar("SELECT min(received_at) FROM requests") >= now - timedelta(days=7)
-        assert live.app.state.writer.state()["last_move_error"] is None
+        assert live.app.state.runtime.writer.state()["last_move_error"] is None
     finally:
         gen.close()
 
@@ -254,7 +254,7 @@ def _rows(prefix: str, n: int, received_at: datetime):
 def test_after_a_prune_the_dedupe_index_forgets_deleted_keys_and_keeps_the_rest(db):
     """The writer's in-memory key index is rebuilt while batches keep arriving: deleted keys
     leave it, stored and journaled ones (and those stored meanwhile) stay duplicates."""
-    from app.storage.writer import Writer
+    from app.storage.write.writer import Writer
 
     old, kept = NOW - timedelta(days=30), NOW - timedelta(hours=1)
     put(db, "old", 3000, old)
@@ -303,8 +303,8 @@ def test_after_a_prune_the_dedupe_index_forgets_deleted_keys_and_keeps_the_rest(
 def test_the_rebuilt_index_keeps_journaled_rows_and_rows_stored_during_the_rebuild(db, tmp_path):
     """Step by step, with no mover running: rows still only in the journal, and rows written
     after the table was read, must both stay in the rebuilt index."""
-    from app.storage.journal import Journal
     from app.storage.schema import REQUESTS_SCHEMA
+    from app.storage.write.journal import Journal
 
     put(db, "old", 300, NOW - timedelta(days=30))
     put(db, "kept", 200, NOW - timedelta(hours=1))

@@ -12,9 +12,9 @@ import httpx
 import numpy as np
 import pytest
 
-from app import demo
 from app.analytics import latency, rollup_source, shapes, traffic
 from app.analytics.filters import Filter
+from app.services import demo
 from app.storage import retention, rollups
 from app.storage.database import Database
 from tests.conftest import serve

@@ -10,9 +10,9 @@ import numpy as np
 from app.storage import migrate, schema
 from app.storage.batches import Batch, WriteResult
 from app.storage.database import Database
-from app.storage.ingest_store import RequestStore
-from app.storage.journal import Journal
-from app.storage.keys import KeyIndex, key_hashes, stored_key_hashes
+from app.storage.write.journal import Journal
+from app.storage.write.keys import KeyIndex, key_hashes, stored_key_hashes
+from app.storage.write.store import RequestStore
 from ingest.formats.native import parse
 from ingest.records import RecordIn, to_rows
 
@@ -151,7 +151,7 @@ def test_key_hashes_match_for_rows_and_the_stored_table(tmp_path, monkeypatch):
         RequestStore(db.new_cursor()).write([Batch("g", "t", now, rows)])
         cur = db.new_cursor()
         table = cur.sql("SELECT gateway, request_id FROM requests ORDER BY rowid").to_arrow_table()
-        monkeypatch.setattr("app.storage.keys._SCAN_ROWS", 100)  # read in 16 slices
+        monkeypatch.setattr("app.storage.write.keys._SCAN_ROWS", 100)  # read in 16 slices
         assert sorted(stored_key_hashes(cur).tolist()) == sorted(key_hashes(table).tolist())
         assert key_hashes(rows).tolist() == key_hashes(table).tolist()
         assert len(set(key_hashes(rows).tolist())) == rows.num_rows
@@ -193,7 +193,7 @@ def test_one_struct_conversion_builds_the_columns_a_conversion_per_field_builds(
     seconds), for every kind of value the wire allows."""
     import msgspec
 
-    from app.demo import generate
+    from app.services.demo import generate
     from ingest import records
 
     demo = generate(300, seed=3).to_pylist()
@@ -254,7 +254,7 @@ def test_a_key_index_that_fails_to_grow_keeps_every_key(monkeypatch):
     def out_of_memory(values):
         raise MemoryError
 
-    monkeypatch.setattr("app.storage.keys._run_starts", out_of_memory)
+    monkeypatch.setattr("app.storage.write.keys._run_starts", out_of_memory)
     more = rng.integers(1, 2**63, 40_000, dtype=np.uint64)
     try:
         index.add(more, known_new=True)  # past half full: it must grow

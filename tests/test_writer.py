@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from app.storage.database import Database
-from app.storage.writer import Writer
+from app.storage.write.writer import Writer
 from tests.conftest import serve
 from tests.fixtures import batch
 
@@ -109,7 +109,7 @@ class _Backlog:
 
 
 def test_the_mover_gathers_a_row_group_only_while_flushes_keep_coming(tmp_path, monkeypatch):
-    from app.storage import writer as module
+    from app.storage.write import writer as module
 
     clock = _Clock()
     monkeypatch.setattr(module, "time", clock)
@@ -149,7 +149,7 @@ def test_the_mover_gathers_a_row_group_only_while_flushes_keep_coming(tmp_path, 
 def test_the_mover_moves_soon_when_no_ingest_request_is_arriving(tmp_path, monkeypatch):
     """A pause with a shipper's batch arriving or queued is a stall (wait QUIET_S for more);
     with none, traffic has ended and the rows move after IDLE_S."""
-    from app.storage import writer as module
+    from app.storage.write import writer as module
 
     clock = _Clock()
     monkeypatch.setattr(module, "time", clock)
@@ -227,7 +227,7 @@ def test_the_server_process_is_tuned_and_other_processes_keep_the_defaults():
     probe = (
         "import gc, sys, pyarrow as pa\n"
         "before = (gc.get_threshold()[0], gc.get_freeze_count() > 0, sys.getswitchinterval())\n"
-        "from app.tuning import tune_server_process\n"
+        "from app.server.tuning import tune_server_process\n"
         "tune_server_process()\n"
         "after = (gc.get_threshold()[0], gc.get_freeze_count() > 0, sys.getswitchinterval())\n"
         "print(before, after, pa.default_memory_pool().backend_name)\n"

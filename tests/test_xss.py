@@ -9,9 +9,9 @@ from urllib.parse import urlencode
 
 import pytest
 
+from app.jobs.schedule import last_full_week
 from app.reports.build import report_for
 from app.reports.render import render
-from app.reports.schedule import last_full_week
 from app.storage.engines import put_profile
 from tests.fixtures import record
 from tests.test_browser import CHROMIUM, browser  # noqa: F401 (the fixture)
@@ -106,7 +106,7 @@ def test_payload_names_are_text_on_every_page(hostile_names, browser):  # noqa: 
 
 def test_payload_names_are_escaped_in_the_email(hostile_names, browser):  # noqa: F811
     live = hostile_names
-    settings = live.app.state.settings
+    settings = live.app.state.runtime.settings
     report = report_for(live.db, settings, last_full_week(datetime.now(UTC), settings.report_tz))
     html, text = render(report)
     assert PAYLOAD not in html and "<script" not in html.lower() and "<img" not in html.lower()

@@ -5,13 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Response
 from pydantic import BaseModel, Field
 
-from app.deps import DbDep
-from app.storage import tokens, users
-from app.storage.tokens import TokenInfo
-from ingest.auth import forget_credentials, require_scope
+from app.auth.bearer import require_scope
+from app.server.deps import CredentialsDep
+from app.services.credentials import TokenInfo
 
 router = APIRouter(tags=["admin"], dependencies=[Depends(require_scope("admin"))])
 _ERRORS = {
@@ -69,16 +68,16 @@ class UserIn(BaseModel):
 
 
 @router.get("/api/tokens", response_model=list[TokenOut], responses=_ERRORS)
-def list_tokens(db: DbDep) -> list[TokenOut]:
+def list_tokens(creds: CredentialsDep) -> list[TokenOut]:
     """Every token, newest first, revoked ones included."""
-    return [TokenOut.of(t) for t in tokens.list_tokens(db.cursor())]
+    return [TokenOut.of(t) for t in creds.tokens()]
 
 
 @router.post("/api/tokens", response_model=TokenCreated, status_code=201, responses=_ERRORS)
-def create_token(body: TokenIn, db: DbDep) -> TokenCreated:
+def create_token(body: TokenIn, creds: CredentialsDep) -> TokenCreated:
     """Create a token; its plaintext is in this answer only."""
     try:
-        plain, info = tokens.create(db.cursor(), body.gateway, body.scope)
+        plain, info = creds.create_token(body.gateway, body.scope)
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from None
     return TokenCreated(token=plain, info=TokenOut.of(info))
@@ -89,12 +88,11 @@ def create_token(body: TokenIn, db: DbDep) -> TokenCreated:
     response_model=TokenCreated,
     responses={**_ERRORS, 404: {"description": "No live token with this id."}},
 )
-def rotate_token(token_id: str, request: Request, db: DbDep) -> TokenCreated:
+def rotate_token(token_id: str, creds: CredentialsDep) -> TokenCreated:
     """Replace a token by a new one (same gateway and scope); the old one stops at once."""
-    rotated = tokens.rotate(db.cursor(), token_id)
+    rotated = creds.rotate_token(token_id)
     if rotated is None:
         raise HTTPException(404, f"no live token with id {token_id!r}; see GET /api/tokens")
-    forget_credentials(request.app.state)
     return TokenCreated(token=rotated[0], info=TokenOut.of(rotated[1]))
 
 
@@ -103,25 +101,24 @@ def rotate_token(token_id: str, request: Request, db: DbDep) -> TokenCreated:
     status_code=204,
     responses={**_ERRORS, 404: {"description": "No live token with this id."}},
 )
-def revoke_token(token_id: str, request: Request, db: DbDep) -> Response:
+def revoke_token(token_id: str, creds: CredentialsDep) -> Response:
     """Revoke a token; it stops working with the next request."""
-    if not tokens.revoke(db.cursor(), token_id):
+    if not creds.revoke_token(token_id):
         raise HTTPException(404, f"no live token with id {token_id!r}; see GET /api/tokens")
-    forget_credentials(request.app.state)
     return Response(status_code=204)
 
 
 @router.get("/api/users", response_model=list[UserOut], responses=_ERRORS)
-def list_users(db: DbDep) -> list[UserOut]:
+def list_users(creds: CredentialsDep) -> list[UserOut]:
     """Every dashboard user."""
-    return [UserOut(**u.__dict__) for u in users.list_users(db.cursor())]
+    return [UserOut(**u.__dict__) for u in creds.users()]
 
 
 @router.post("/api/users", response_model=UserOut, status_code=201, responses=_ERRORS)
-def add_user(body: UserIn, db: DbDep) -> UserOut:
+def add_user(body: UserIn, creds: CredentialsDep) -> UserOut:
     """Add a dashboard user."""
     try:
-        user = users.add(db.cursor(), body.name, body.password, body.role)
+        user = creds.add_user(body.name, body.password, body.role)
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from None
     return UserOut(**user.__dict__)
@@ -132,9 +129,8 @@ def add_user(body: UserIn, db: DbDep) -> UserOut:
     status_code=204,
     responses={**_ERRORS, 404: {"description": "No such user."}},
 )
-def remove_user(name: str, request: Request, db: DbDep) -> Response:
+def remove_user(name: str, creds: CredentialsDep) -> Response:
     """Remove a user; their sessions end at once."""
-    if not users.remove(db.cursor(), name):
+    if not creds.remove_user(name):
         raise HTTPException(404, f"no user named {name!r}; see GET /api/users")
-    forget_credentials(request.app.state)
     return Response(status_code=204)

@@ -6,9 +6,9 @@ import duckdb
 from fastapi import APIRouter, Depends, HTTPException
 from pydantic import BaseModel
 
-from app.deps import ClockDep, DbDep
-from app.storage.backup import BackupBusy, backup_name, backup_to
-from ingest.auth import require_scope
+from app.auth.bearer import require_scope
+from app.server.deps import ClockDep, DbDep
+from app.services import backups
 
 router = APIRouter(tags=["admin"])
 
@@ -37,11 +37,11 @@ class BackupOut(BaseModel):
 )
 def backup(db: DbDep, clock: ClockDep) -> BackupOut:
     """Write a backup and say where it is."""
-    target = backup_name(db.path, clock())
-    con = db.new_cursor()
+    now = clock()
+    target = backups.target_for(db, now)
     try:
-        result = backup_to(con, target)
-    except (BackupBusy, FileExistsError) as exc:
+        result = backups.backup(db, now)
+    except (backups.BackupBusy, FileExistsError) as exc:
         raise HTTPException(409, detail=f"{exc}; try again in a few seconds") from None
     except (OSError, duckdb.Error) as exc:
         raise HTTPException(
@@ -49,8 +49,6 @@ def backup(db: DbDep, clock: ClockDep) -> BackupOut:
             detail=f"the backup could not be written to {target.parent} ({exc}); check that "
             "the directory is writable and has room for a copy of the database",
         ) from None
-    finally:
-        con.close()
     return BackupOut(
         path=str(result.path),
         bytes=result.bytes,

@@ -8,9 +8,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 
 from app.api.params import utc
-from app.deps import ClockDep, DbDep
-from app.rightsizing import drift_report
-from ingest.records import EARLIEST, FUTURE_SLACK
+from app.server.deps import ClockDep, DbDep
+from app.services.rightsizing import drift_report
+from app.storage.schema import EARLIEST, FUTURE_SLACK
 
 router = APIRouter(tags=["drift"])
 

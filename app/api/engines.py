@@ -10,11 +10,13 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from pydantic import BaseModel, Field
 
 from app.api.params import utc
-from app.deps import ClockDep, DbDep, SettingsDep
-from app.rightsizing import (
+from app.auth.bearer import require_scope
+from app.server.deps import ClockDep, DbDep, SettingsDep
+from app.server.errors import ErrorResponse
+from app.services import profiles
+from app.services.rightsizing import (
     DEFAULT_WINDOW,
     NoProfile,
-    edited_profile,
     load_profile,
     recommend,
     recommendation_dict,
@@ -22,9 +24,6 @@ from app.rightsizing import (
     seasonal_dict,
 )
 from app.sizing.profile import EngineProfile
-from app.storage.engines import delete_profile, get_profile, list_profiles, put_profile
-from ingest.auth import require_scope
-from ingest.schemas import ErrorResponse
 
 log = logging.getLogger("tokenshape.api")
 router = APIRouter(tags=["engines"])
@@ -60,7 +59,7 @@ def _profile_or_404(db, name: str) -> EngineProfile:
 def list_engines(db: DbDep) -> list[EngineOut]:
     """Every engine with a stored profile."""
     out = []
-    for name, stored in list_profiles(db.cursor()).items():
+    for name, stored in profiles.stored_profiles(db).items():
         try:
             out.append(EngineOut(name=name, profile=EngineProfile.model_validate(stored)))
         except ValueError as exc:  # e.g. a catalog change: list the rest, say which to re-save
@@ -91,10 +90,9 @@ def put_engine(name: str, body: EngineProfileIn, db: DbDep, clock: ClockDep) -> 
     """Store a profile; pasted startup log lines set `measured_kv_tokens`."""
     data = body.model_dump(exclude={"startup_log"}, exclude_none=True)
     try:
-        profile = edited_profile(get_profile(db.cursor(), name), data, body.startup_log)
+        profile = profiles.save_profile(db, name, data, body.startup_log, clock())
     except ValueError as exc:
         raise HTTPException(422, detail=str(exc)) from None
-    put_profile(db.cursor(), name, profile.model_dump(exclude_none=True), clock())
     return EngineOut(name=name, profile=profile)
 
 
@@ -107,7 +105,7 @@ def put_engine(name: str, body: EngineProfileIn, db: DbDep, clock: ClockDep) -> 
 )
 def delete_engine(name: str, db: DbDep) -> Response:
     """Delete the profile; the engine's requests stay."""
-    if not delete_profile(db.cursor(), name):
+    if not profiles.delete_profile(db, name):
         raise HTTPException(404, detail=f"engine {name!r} has no profile to delete")
     return Response(status_code=204)
 

@@ -9,9 +9,9 @@ from fastapi.responses import JSONResponse
 from app import __version__
 from app.api.schemas import DatabaseHealth, Health, ReportsHealth, WriterHealth
 from app.auth import principal
-from app.deps import DbDep, WriterDep
-from app.storage import report_runs, rollups
-from app.storage.ingest_store import count_rows
+from app.server import runtime
+from app.server.deps import DbDep, WriterDep
+from app.services import status
 
 router = APIRouter(tags=["health"])
 
@@ -42,17 +42,16 @@ def _problem(database: DatabaseHealth, writer: WriterHealth) -> str | None:
 def health(request: Request, db: DbDep, writer: WriterDep) -> JSONResponse:
     """Database and writer state; 503 when either is down."""
     try:
-        cur = db.cursor()
-        rolled, stale = rollups.hour_counts(cur)
+        counts = status.counts(db)
         database = DatabaseHealth(
             ok=True,
             # Open to load balancers; where the file lives is for those who may read.
             path=str(db.path) if principal.current() is not None else "(log in to see)",
             revision=db.revision,
-            requests=count_rows(cur, "requests"),
-            rejects=count_rows(cur, "rejects"),
-            rollup_hours=rolled,
-            stale_rollup_hours=stale,
+            requests=counts.requests,
+            rejects=counts.rejects,
+            rollup_hours=counts.rollup_hours,
+            stale_rollup_hours=counts.stale_rollup_hours,
         )
     except (duckdb.Error, RuntimeError) as exc:
         database = DatabaseHealth(
@@ -65,17 +64,17 @@ def health(request: Request, db: DbDep, writer: WriterDep) -> JSONResponse:
             error=str(exc),
         )
     state = WriterHealth(**writer.state())
-    scheduler = getattr(request.app.state, "report_scheduler", None)
+    scheduler = runtime.of(request).report_scheduler
     reports = ReportsHealth(
         scheduled=scheduler is not None,
         next_run=scheduler.next.isoformat() if scheduler and scheduler.next else None,
     )
     if database.ok:
-        last = report_runs.history(db.cursor(), limit=1)
+        last = status.last_report(db)
         if last:
-            reports.last_week = last[0]["week"]
-            reports.last_status = last[0]["status"]
-            reports.last_error = last[0]["error"]
+            reports.last_week = last["week"]
+            reports.last_status = last["status"]
+            reports.last_error = last["error"]
     problem = _problem(database, state)
     ok = problem is None
     body = Health(

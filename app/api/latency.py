@@ -20,7 +20,7 @@ from app.api.schemas import (
     TtftBin,
     TtftVsIslOut,
 )
-from app.deps import DbDep, SettingsDep
+from app.server.deps import DbDep, SettingsDep
 
 router = APIRouter(tags=["latency and traffic"])
 ExactDep = Annotated[

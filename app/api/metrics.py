@@ -6,6 +6,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from prometheus_client.exposition import choose_encoder
 
+from app.server import runtime
+
 # Who may scrape is the auth gate's decision (app/auth/gate.py): a `read` token when logins
 # are on, like the rest of /api.
 router = APIRouter(tags=["metrics"])
@@ -30,4 +32,4 @@ def metrics(request: Request) -> Response:
     """The app's registry, encoded as the scraper asks (Prometheus text or OpenMetrics)."""
     # A plain def: FastAPI runs it in a worker thread, where the report_runs count may block.
     encode, content_type = choose_encoder(request.headers.get("accept", ""))
-    return Response(encode(request.app.state.metrics.registry), media_type=content_type)
+    return Response(encode(runtime.of(request).metrics.registry), media_type=content_type)

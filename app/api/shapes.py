@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from app.analytics import shapes
 from app.api.params import FilterDep
 from app.api.schemas import HeatmapOut, QuantilesOut, ShapesOut
-from app.deps import DbDep
+from app.server.deps import DbDep
 
 router = APIRouter(tags=["shapes"])
 

@@ -16,16 +16,16 @@ from collections.abc import Callable
 from datetime import datetime
 from urllib.parse import quote
 
-from starlette.datastructures import State
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.auth import cookies, principal
+from app.auth.bearer import AuthError, check_bearer
 from app.auth.principal import Principal
+from app.auth.state import AuthState
 from app.config import is_loopback
 from app.storage import sessions
-from ingest.auth import AuthError, check_bearer
 
 PUBLIC_PATHS = frozenset(
     {
@@ -49,7 +49,7 @@ SESSION_CACHE_SECONDS = 2.0
 
 
 def session_principal(
-    state: State, signed: str | None, now: datetime
+    state: AuthState, signed: str | None, now: datetime
 ) -> tuple[Principal, str] | None:
     """The user behind a session cookie and the session id, or None."""
     session_id = cookies.unsign(state.signing_key, signed)
@@ -109,7 +109,7 @@ class AuthGate:
         self,
         app: ASGIApp,
         *,
-        state: State,
+        state: AuthState,
         enabled: bool,
         open_role: str,
         clock: Callable[[], datetime],

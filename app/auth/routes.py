@@ -14,7 +14,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from app.auth import cookies
+from app.auth import state as auth_state
 from app.auth.gate import session_principal
+from app.auth.state import AuthState
 from app.storage import sessions, users
 
 router = APIRouter(include_in_schema=False)
@@ -39,7 +41,7 @@ def _safe_next(target: str | None) -> str:
 
 def _secure(request: Request) -> bool:
     """Secure cookies behind HTTPS (the scheme uvicorn saw, or the public URL's)."""
-    public = request.app.state.settings.public_url
+    public = auth_state.of(request).settings.public_url
     return request.url.scheme == "https" or public.startswith("https://")
 
 
@@ -64,7 +66,7 @@ def _page(request: Request, status: int = 200, **values: str) -> HTMLResponse:
 @router.get("/login")
 async def login_page(request: Request, next: str = "/", out: str = "") -> Response:
     """The login form (or straight on when already logged in or when logins are off)."""
-    state = request.app.state
+    state = auth_state.of(request)
     if not state.auth_enabled:
         return RedirectResponse(_safe_next(next), 303)
     if session_principal(state, request.cookies.get(cookies.SESSION_COOKIE), state.clock()):
@@ -83,7 +85,7 @@ async def _form(request: Request) -> dict[str, str]:
     return {k: v[0] for k, v in fields.items()}
 
 
-def _throttled(state, client: str) -> float:
+def _throttled(state: AuthState, client: str) -> float:
     """Seconds this client must wait before trying again (0 if it may try now)."""
     now = time.monotonic()
     failures = [t for t in state.login_failures.get(client, []) if now - t < FAILURE_WINDOW_S]
@@ -96,7 +98,7 @@ def _throttled(state, client: str) -> float:
 @router.post("/login")
 async def login(request: Request) -> Response:
     """Check the password; on success start a session and go where the user was headed."""
-    state = request.app.state
+    state = auth_state.of(request)
     if not state.auth_enabled:
         return RedirectResponse("/", 303)
     form = await _form(request)
@@ -160,7 +162,7 @@ async def login(request: Request) -> Response:
 @router.post("/logout")
 async def logout(request: Request) -> Response:
     """End the session (it stops working at once) and clear the cookies."""
-    state = request.app.state
+    state = auth_state.of(request)
     response = RedirectResponse("/login?out=1", 303)
     found = session_principal(state, request.cookies.get(cookies.SESSION_COOKIE), state.clock())
     if found is None:

@@ -10,8 +10,8 @@ from dash import dcc, html
 from app.analytics import overview
 from app.analytics.filters import Filter
 from app.dashboard import ids
+from app.services import status
 from app.storage.database import Database
-from app.storage.ingest_store import count_rows
 
 WINDOWS = {
     "1h": timedelta(hours=1),
@@ -198,12 +198,11 @@ _choices: dict[str, tuple[int, dict[str, list[str]]]] = {}
 
 def choices(db: Database) -> dict[str, list[str]]:
     """Distinct models, engines, gateways and tenants, recomputed only when rows changed."""
-    cur = db.cursor()
-    rows = count_rows(cur, "requests")
+    rows = status.request_count(db)
     key = str(db.path)
     cached = _choices.get(key)
     if cached is None or cached[0] != rows:
-        cached = (rows, overview.dimension_values(cur))
+        cached = (rows, overview.dimension_values(db.cursor()))
         _choices[key] = cached
     return cached[1]
 

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
-
 import dash
+import httpx
 from dash import Dash, dcc, html
 from fastapi import FastAPI
 
 from app.auth import principal
+from app.auth.gate import WARM_UP_HEADER
 from app.auth.principal import Principal
-from app.config import Settings
-from app.dashboard import ids, plotlyjs, polyfill, prefetched
+from app.dashboard import ids
 from app.dashboard.pages import (
     admin,
     latency,
@@ -24,8 +22,9 @@ from app.dashboard.pages import (
     shapes,
     traffic,
 )
-from app.storage.database import Database
-from ingest.auth import forget_credentials
+from app.dashboard.speedups import plotlyjs, polyfill, prefetched
+from app.server.runtime import Runtime
+from app.services.credentials import Credentials
 
 # What only admins may load or change: the gate refuses others with a 403 (the pages and
 # callbacks check again themselves).
@@ -70,16 +69,10 @@ class _Dash(Dash):
         return super().interpolate_index(**kwargs)
 
 
-def mount(
-    server: FastAPI,
-    db: Database,
-    clock: Callable[[], datetime],
-    tz: str = "UTC",
-    *,
-    seasonal_threshold: float = 0.10,
-    settings: Settings | None = None,
-) -> Dash:
+def mount(server: FastAPI, runtime: Runtime) -> Dash:
     """Create the Dash app on `server` (Dash's FastAPI backend) and register the pages."""
+    db, clock, settings = runtime.db, runtime.clock, runtime.settings
+    tz = settings.tz
     prefetched.reset()
     partial = plotlyjs.partial_plotly_usable()
     app = _Dash(
@@ -100,10 +93,9 @@ def mount(
     latency.register(db, clock, tz)
     traffic.register(db, clock, tz)
     rightsizing.register(app, db, clock)
-    seasonal.register(db, clock, tz, seasonal_threshold)
-    if settings is not None:
-        reports.register(db, clock, settings)
-    admin.register(app, db, lambda: forget_credentials(server.state))
+    seasonal.register(db, clock, tz, settings.seasonal_threshold)
+    reports.register(db, clock, settings)
+    admin.register(app, Credentials(db, runtime.auth))
     logo = app.get_asset_url("logo.svg")
     # A function: Dash calls it for every page load, so the bar shows who is looking.
     app.layout = lambda: _shell(logo)
@@ -203,3 +195,17 @@ def _page_container(who: Principal | None) -> html.Div:
             html.Div(id=PAGES_DUMMY, disable_n_clicks=True),
         ]
     )
+
+
+async def warm_up(app: FastAPI, key: str) -> None:
+    """Let Dash finish its first-request setup before a browser comes.
+
+    Dash Pages registers its title callback on the first request; the page served by that very
+    request lacks the callback's script and the browser logs an error. One internal request
+    here makes every real page load complete. It carries a per-process key the auth gate
+    admits, since there is no user yet."""
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://tokenshape", headers={WARM_UP_HEADER: key}
+    ) as client:
+        await client.get("/_dash-layout")

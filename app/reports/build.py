@@ -14,13 +14,13 @@ from plotly.colors import sample_colorscale
 
 from app.analytics import overview, shapes
 from app.analytics.filters import Filter
-from app.dashboard.figures import HEAT_SCALE, bin_labels
-from app.reports.schedule import week_bounds
-from app.rightsizing import NoProfile, engine_drift, recommend, seasonal
+from app.charts.figures import HEAT_SCALE, bin_labels
+from app.jobs.schedule import week_bounds
+from app.services import profiles
+from app.services.rightsizing import NoProfile, engine_drift, recommend, seasonal
 from app.sizing.drift import Finding
 from app.sizing.rightsize import Recommendation
 from app.storage.database import Database
-from app.storage.engines import list_profiles
 
 KPI_ROWS = (
     ("requests", "requests", "{:,.0f}"),
@@ -126,7 +126,7 @@ def build_report(db: Database, week: str, *, tz: str, public_url: str, threshold
     start, end = week_bounds(week, tz)
     sections: list[EngineSection] = []
     total_static = total_best = 0.0
-    for name, stored in list_profiles(db.cursor()).items():
+    for name, stored in profiles.stored_profiles(db).items():
         base = public_url.rstrip("/")
         window = {"window": "custom", "start": start.isoformat(), "end": end.isoformat()}
         links = {

@@ -14,12 +14,11 @@ from email.message import EmailMessage
 from email.utils import getaddresses
 
 from app.config import Settings, is_loopback
+from app.jobs.schedule import canonical_week, week_bounds
 from app.reports.build import report_for
 from app.reports.render import compose
-from app.reports.schedule import canonical_week, week_bounds
-from app.storage import report_runs
+from app.services import profiles, report_runs
 from app.storage.database import Database
-from app.storage.engines import list_profiles
 
 log = logging.getLogger("tokenshape.reports")
 ATTEMPTS = 3
@@ -116,13 +115,12 @@ def deliver_week(
     start, end = week_bounds(week, settings.report_tz)
     if end > clock():
         raise ValueError(f"week {week} has not ended yet; its email goes out when it has")
-    cur = db.cursor()
-    recipients, bcc = recipients_of(settings, to, list_profiles(cur))
+    recipients, bcc = recipients_of(settings, to, profiles.stored_profiles(db))
     if not recipients:
         return Outcome(week, "skipped", "no recipients: set TOKENSHAPE_REPORT_TO or pass --to")
     if not settings.smtp_host:
         return Outcome(week, "skipped", "no SMTP server: set TOKENSHAPE_SMTP_HOST")
-    if report_runs.sent(cur, week):
+    if report_runs.sent(db, week):
         return Outcome(week, "skipped", f"the email for {week} was sent already (or may have been)")
     everyone = recipients + bcc
     error = ""
@@ -132,7 +130,7 @@ def deliver_week(
         error = f"building the email failed: {type(exc).__name__}: {exc}"
         log.error("weekly email for %s: %s", week, error)
         report_runs.record(
-            cur,
+            db,
             week=week,
             recipients=everyone,
             status="failed",
@@ -144,7 +142,7 @@ def deliver_week(
         return Outcome(week, "failed", error)
     for attempt in range(1, ATTEMPTS + 1):
         run_id = report_runs.record(
-            cur,
+            db,
             week=week,
             recipients=everyone,
             status="sending",
@@ -157,7 +155,7 @@ def deliver_week(
             refused = transmit(msg, settings, bcc)
         except (OSError, smtplib.SMTPException, PermanentFailure) as exc:
             error = f"{type(exc).__name__}: {exc}"
-            report_runs.finish(cur, run_id, status="failed", finished_at=clock(), error=error)
+            report_runs.finish(db, run_id, status="failed", finished_at=clock(), error=error)
             log.warning("weekly email for %s, attempt %d: %s", week, attempt, error)
             last = isinstance(exc, PermanentFailure) or attempt == ATTEMPTS
             if last or (stop is not None and stop.is_set()):
@@ -169,7 +167,7 @@ def deliver_week(
                 sleep(BACKOFF_S[attempt - 1])
             continue
         note = f"refused: {refused}" if refused else None
-        report_runs.finish(cur, run_id, status="sent", finished_at=clock(), error=note)
+        report_runs.finish(db, run_id, status="sent", finished_at=clock(), error=note)
         log.info("weekly email for %s sent to %d recipients", week, len(everyone))
         return Outcome(week, "sent", f"sent to {', '.join(everyone)}", msg["Message-ID"])
     return Outcome(week, "failed", error)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pyarrow as pa
 from sqlalchemy import (
     ARRAY,
@@ -187,6 +189,11 @@ REQUEST_COLUMNS: tuple[str, ...] = tuple(c.name for c in requests.columns)
 
 # The gateway name the Azure LLM inference trace is imported under (its rows carry CC-BY).
 AZURE_GATEWAY = "azure-llm-inference-2023"
+
+# The canonical record's bounds, shared by every ingest path and the API's time checks.
+MAX_TOKENS = 10_000_000  # most tokens one request may count
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)  # no started_at before this
+FUTURE_SLACK = timedelta(days=1)  # nor more than this after it was received
 
 
 def _arrow_type(column: Column) -> pa.DataType:

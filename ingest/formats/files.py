@@ -1,10 +1,11 @@
-"""File imports: native NDJSON, CSV, Parquet, the Azure trace CSV, GenAI-Perf and AIPerf."""
+"""Files into batches: native NDJSON, CSV, Parquet, the Azure trace CSV, GenAI-Perf, AIPerf.
+
+Bytes to records only; `ingest.importer` stores them."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,10 +14,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from app.storage import rollups
 from app.storage.batches import Batch, Reject
-from app.storage.database import Database
-from app.storage.ingest_store import RequestStore
 from app.storage.schema import AZURE_GATEWAY
 from ingest.formats import benchmarks
 from ingest.formats.native import EnvelopeError, parse
@@ -26,16 +24,6 @@ FORMATS = ("ndjson", "csv", "parquet", "azure", "genai-perf", "aiperf")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 CHUNK_ROWS = 50_000
 _TEXT_COLUMNS = ("request_id", "started_at", "model", "engine", "tenant", "status", "error_type")
-
-
-@dataclass
-class ImportStats:
-    """What an import stored, skipped and rejected."""
-
-    accepted: int = 0
-    duplicates: int = 0
-    rejected: int = 0
-    first_errors: list[str] = field(default_factory=list)
 
 
 def detect(path: Path) -> str:
@@ -140,43 +128,7 @@ def _azure_chunks(path: Path, model: str) -> Iterator[tuple[int, list[dict]]]:
         yield start, rows
 
 
-def import_file(
-    db: Database,
-    path: Path,
-    fmt: str,
-    *,
-    gateway: str,
-    model: str | None = None,
-    raw_chars: int = 4096,
-    progress: Callable[[int], None] | None = None,
-    now: datetime | None = None,
-    tokenizer: Path | None = None,
-) -> ImportStats:
-    """Validate and store a whole file through the same rules as the HTTP route."""
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    received_at = now or datetime.now(UTC)
-    store = RequestStore(db.new_cursor(), raw_chars)
-    stats = ImportStats()
-    try:
-        for batch, items in _batches(path, fmt, gateway, model, received_at, tokenizer):
-            (result,) = store.write([batch])
-            stats.accepted += result.accepted
-            stats.duplicates += result.duplicates
-            stats.rejected += result.rejected
-            for r in batch.rejects:
-                if len(stats.first_errors) < 10:
-                    where = f"record {r.index}" if r.index is not None else "file"
-                    stats.first_errors.append(f"{where}: {r.reason}")
-            if progress:
-                progress(items)
-        rollups.rebuild_all(store.con)  # the dashboard reads whole hours from them at once
-    finally:
-        store.con.close()
-    return stats
-
-
-def _batches(
+def batches(
     path: Path,
     fmt: str,
     gateway: str,
@@ -184,6 +136,7 @@ def _batches(
     received_at: datetime,
     tokenizer: Path | None = None,
 ) -> Iterator[tuple[Batch, int]]:
+    """(batch, items read) for each chunk of the file, validated like the HTTP route."""
     if fmt == "ndjson":
         for first, chunk in _ndjson_chunks(path):
             try:

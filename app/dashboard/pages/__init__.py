@@ -10,7 +10,7 @@ from concurrent import futures
 import dash
 from dash import dcc, html
 
-from app.dashboard import prefetched
+from app.dashboard.speedups import prefetched
 
 log = logging.getLogger("tokenshape.dashboard")
 

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 
 from app.auth import principal
 from app.dashboard import ids
 from app.dashboard.pages import register_page
-from app.storage import tokens, users
-from app.storage.database import Database
+from app.services.credentials import ROLES, SCOPES, Credentials
 
 ADMINS_ONLY = "Only admins can manage tokens and users."
 
@@ -20,7 +18,7 @@ def _when(value) -> str:
     return f"{value:%Y-%m-%d %H:%M}" if value else "never"
 
 
-def tokens_table(db: Database) -> html.Table:
+def tokens_table(creds: Credentials) -> html.Table:
     """Every token with its prefix, scope and last use; never a secret."""
     head = ("token", "gateway", "scope", "created", "last used", "state")
     rows = [
@@ -34,7 +32,7 @@ def tokens_table(db: Database) -> html.Table:
                 html.Td(f"revoked {_when(t.revoked_at)}" if t.revoked_at else "live"),
             ]
         )
-        for t in tokens.list_tokens(db.cursor())
+        for t in creds.tokens()
     ] or [html.Tr(html.Td("No tokens yet.", colSpan=len(head)))]
     return html.Table(
         [html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)],
@@ -43,7 +41,7 @@ def tokens_table(db: Database) -> html.Table:
     )
 
 
-def users_table(db: Database) -> html.Table:
+def users_table(creds: Credentials) -> html.Table:
     """Every user with role and last login."""
     head = ("user", "role", "created", "last login")
     rows = [
@@ -55,7 +53,7 @@ def users_table(db: Database) -> html.Table:
                 html.Td(_when(u.last_login_at)),
             ]
         )
-        for u in users.list_users(db.cursor())
+        for u in creds.users()
     ] or [html.Tr(html.Td("No users yet.", colSpan=len(head)))]
     return html.Table(
         [html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)],
@@ -64,15 +62,15 @@ def users_table(db: Database) -> html.Table:
     )
 
 
-def _live_ids(db: Database) -> list[dict]:
+def _live_ids(creds: Credentials) -> list[dict]:
     return [
         {"label": f"{t.display} ({t.gateway}, {t.scope})", "value": t.id}
-        for t in tokens.list_tokens(db.cursor())
+        for t in creds.tokens()
         if t.revoked_at is None
     ]
 
 
-def layout_for(db: Database) -> html.Div:
+def layout_for(creds: Credentials) -> html.Div:
     """The page, or a refusal for anyone but an admin."""
     if not principal.is_admin():
         return html.Div([html.H2("Admin"), html.P(ADMINS_ONLY)], className="empty")
@@ -92,7 +90,7 @@ def layout_for(db: Database) -> html.Div:
                         [
                             "scope",
                             dcc.Dropdown(
-                                list(tokens.SCOPES),
+                                list(SCOPES),
                                 "ingest",
                                 id=ids.ADMIN_SCOPE,
                                 clearable=False,
@@ -103,7 +101,7 @@ def layout_for(db: Database) -> html.Div:
                     html.Label(
                         [
                             "live token",
-                            dcc.Dropdown(_live_ids(db), id=ids.ADMIN_TOKEN_ID),
+                            dcc.Dropdown(_live_ids(creds), id=ids.ADMIN_TOKEN_ID),
                         ]
                     ),
                     html.Button("Rotate", id=ids.ADMIN_ROTATE),
@@ -112,7 +110,7 @@ def layout_for(db: Database) -> html.Div:
                 className="admin-form",
             ),
             html.Div(id=ids.ADMIN_RESULT, role="status"),
-            html.Div(tokens_table(db), id=ids.ADMIN_TOKENS + "-box"),
+            html.Div(tokens_table(creds), id=ids.ADMIN_TOKENS + "-box"),
             html.H2("Users"),
             html.Div(
                 [
@@ -121,7 +119,7 @@ def layout_for(db: Database) -> html.Div:
                         [
                             "role",
                             dcc.Dropdown(
-                                list(users.ROLES),
+                                list(ROLES),
                                 "viewer",
                                 id=ids.ADMIN_USER_ROLE,
                                 clearable=False,
@@ -139,7 +137,7 @@ def layout_for(db: Database) -> html.Div:
                 ],
                 className="admin-form",
             ),
-            html.Div(users_table(db), id=ids.ADMIN_USERS + "-box"),
+            html.Div(users_table(creds), id=ids.ADMIN_USERS + "-box"),
         ]
     )
 
@@ -151,12 +149,12 @@ def _note(text: str, secret: str | None = None) -> html.Div:
     return html.Div(parts, className="card")
 
 
-def register(app: Dash, db: Database, forget_credentials: Callable[[], None]) -> None:
+def register(app: Dash, creds: Credentials) -> None:
     """Register /admin and its callbacks (each checks the caller is an admin).
 
-    `forget_credentials` drops the server's cached tokens and sessions, so a revocation or a
-    removal acts on the very next request."""
-    register_page(__name__, "/admin", "Admin", 9, lambda **_query: layout_for(db))
+    `creds` carries the server's AuthState, so a revocation or a removal drops the cached
+    credentials and acts on the very next request."""
+    register_page(__name__, "/admin", "Admin", 9, lambda **_query: layout_for(creds))
     token_outputs = (
         Output(ids.ADMIN_RESULT, "children", allow_duplicate=True),
         Output(ids.ADMIN_TOKENS + "-box", "children", allow_duplicate=True),
@@ -164,7 +162,7 @@ def register(app: Dash, db: Database, forget_credentials: Callable[[], None]) ->
     )
 
     def token_answer(note: html.Div) -> tuple:
-        return note, tokens_table(db), _live_ids(db)
+        return note, tokens_table(creds), _live_ids(creds)
 
     # Dash's renderer needs each output to have one callback that owns it without
     # allow_duplicate: creating a token owns the token outputs, adding a user the users table.
@@ -183,7 +181,7 @@ def register(app: Dash, db: Database, forget_credentials: Callable[[], None]) ->
 
         def work() -> tuple:
             try:
-                plain, info = tokens.create(db.cursor(), gateway or "", scope or "")
+                plain, info = creds.create_token(gateway or "", scope or "")
             except ValueError as exc:
                 return token_answer(_note(f"Not created: {exc}."))
             return token_answer(
@@ -210,14 +208,12 @@ def register(app: Dash, db: Database, forget_credentials: Callable[[], None]) ->
 
         def work() -> tuple:
             if not rotating:
-                if not tokens.revoke(db.cursor(), token_id or ""):
+                if not creds.revoke_token(token_id or ""):
                     return token_answer(_note("Choose a live token to revoke."))
-                forget_credentials()
                 return token_answer(_note("Revoked: the token stopped working."))
-            rotated = tokens.rotate(db.cursor(), token_id or "")
+            rotated = creds.rotate_token(token_id or "")
             if rotated is None:
                 return token_answer(_note("Choose a live token to rotate."))
-            forget_credentials()
             return token_answer(
                 _note(
                     f"Rotated: the old token stopped working; the new one is "
@@ -248,10 +244,10 @@ def register(app: Dash, db: Database, forget_credentials: Callable[[], None]) ->
 
         def work() -> tuple:
             try:
-                user = users.add(db.cursor(), (name or "").strip(), password or "", role or "")
+                user = creds.add_user((name or "").strip(), password or "", role or "")
             except ValueError as exc:
-                return _note(f"Not added: {exc}."), users_table(db)
-            return _note(f"Added {user.name} as {user.role}."), users_table(db)
+                return _note(f"Not added: {exc}."), users_table(creds)
+            return _note(f"Added {user.name} as {user.role}."), users_table(creds)
 
         return await asyncio.to_thread(work)
 
@@ -266,12 +262,11 @@ def register(app: Dash, db: Database, forget_credentials: Callable[[], None]) ->
         if who is None or not who.is_admin:
             return _note(ADMINS_ONLY), no_update
         if who.via == "session" and name == who.name:
-            return _note("You cannot remove yourself; ask another admin."), users_table(db)
+            return _note("You cannot remove yourself; ask another admin."), users_table(creds)
 
         def work() -> tuple:
-            if not users.remove(db.cursor(), (name or "").strip()):
-                return _note(f"No user named {name!r}."), users_table(db)
-            forget_credentials()
-            return _note(f"Removed {name}; their sessions ended."), users_table(db)
+            if not creds.remove_user((name or "").strip()):
+                return _note(f"No user named {name!r}."), users_table(creds)
+            return _note(f"Removed {name}; their sessions ended."), users_table(creds)
 
         return await asyncio.to_thread(work)

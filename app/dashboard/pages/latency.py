@@ -8,7 +8,8 @@ from datetime import datetime
 from dash import dcc, html
 
 from app.analytics import latency, windows
-from app.dashboard import figures, filterbar, ids
+from app.charts import figures
+from app.dashboard import filterbar, ids
 from app.dashboard.pages import register_page
 from app.storage.database import Database
 

@@ -13,7 +13,7 @@ from app.analytics.filters import Filter
 from app.dashboard import filterbar, ids
 from app.dashboard.findings import drift_panel
 from app.dashboard.pages import register_page
-from app.rightsizing import engine_findings
+from app.services.rightsizing import engine_findings
 from app.storage.database import Database
 
 

@@ -9,10 +9,10 @@ from dash import html
 
 from app.dashboard import filterbar, ids
 from app.dashboard.pages import register_page
+from app.jobs.schedule import canonical_week, last_full_week, week_bounds
 from app.reports.build import report_for
 from app.reports.render import render
-from app.reports.schedule import canonical_week, last_full_week, week_bounds
-from app.storage import report_runs
+from app.services import report_runs
 from app.storage.database import Database
 
 
@@ -33,7 +33,7 @@ def _history(db: Database) -> html.Table:
                 html.Td(r["error"] or "", className="muted"),
             ]
         )
-        for r in report_runs.history(db.cursor())
+        for r in report_runs.history(db)
     ]
     if not rows:
         rows = [html.Tr(html.Td("Nothing sent yet.", colSpan=6))]

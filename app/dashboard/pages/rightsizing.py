@@ -6,7 +6,6 @@ editor at the bottom saves through a callback and reloads the page with the new 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import get_args
@@ -18,16 +17,21 @@ from dash import Dash, Input, Output, State, dcc, html
 from app.analytics import shapes
 from app.analytics.filters import Filter
 from app.auth import principal
+from app.charts.figures import Bounds, heatmap_figure, memory_figure
 from app.dashboard import filterbar, ids
-from app.dashboard.figures import Bounds, heatmap_figure, memory_figure
 from app.dashboard.findings import drift_panel
 from app.dashboard.pages import register_page
-from app.rightsizing import NoProfile, edited_profile, engine_drift, load_profile, recommend
+from app.services import profiles as profile_store
+from app.services.rightsizing import (
+    NoProfile,
+    engine_drift,
+    load_profile,
+    recommend,
+)
 from app.sizing.catalog import GIB, GPUS, MODELS
 from app.sizing.profile import EngineProfile, KvDtype, WeightDtype
 from app.sizing.rightsize import Recommendation
 from app.storage.database import Database
-from app.storage.engines import delete_profile, get_profile, list_profiles, put_profile
 
 WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
 COVERAGES = {"0.99": "99%", "0.999": "99.9%", "0.9999": "99.99%"}
@@ -75,7 +79,7 @@ def _form(engines: list[str], engine: str | None, window: str, coverage: str) ->
 
 def _fleet(db: Database, start: datetime, end: datetime, coverage: float) -> html.Div:
     rows = []
-    for name, stored in list_profiles(db.cursor()).items():
+    for name, stored in profile_store.stored_profiles(db).items():
         try:
             r = recommend(db, name, start=start, end=end, coverage=coverage)
             verdict, status = r.verdict, r.status
@@ -309,7 +313,7 @@ def layout_for(db: Database, query: dict, now: datetime, editable: bool = True) 
     )
     if given.start and given.end:  # a link from the weekly email: exactly its week
         start, end = given.start, given.end
-    profiles = list_profiles(db.cursor())
+    profiles = profile_store.stored_profiles(db)
     seen = filterbar.choices(db).get("engine", [])
     engines = sorted(set(profiles) | set(seen))
     parts: list = [html.H2("Rightsizing"), _form(engines, engine, window, coverage)]
@@ -402,14 +406,11 @@ def layout_for(db: Database, query: dict, now: datetime, editable: bool = True) 
 
 def save_profile(db: Database, engine: str, values: dict, now: datetime) -> str | None:
     """Validate and store an edited profile; the error message (naming the field) if invalid."""
-    stored = get_profile(db.cursor(), engine) or {}
-    data = {**stored, **{k: v for k, v in values.items() if k != "startup_log"}}
-    data = {k: v for k, v in data.items() if v not in (None, "")}
+    data = {k: v for k, v in values.items() if k != "startup_log"}
     try:
-        profile = edited_profile(stored or None, data, values.get("startup_log"))
+        profile_store.save_profile(db, engine, data, values.get("startup_log"), now, merge=True)
     except ValueError as exc:
         return str(exc)
-    put_profile(db.cursor(), engine, json.loads(profile.model_dump_json(exclude_none=True)), now)
     return None
 
 
@@ -463,5 +464,5 @@ def register(app: Dash, db: Database, clock: Callable[[], datetime]) -> None:
     async def _delete(_clicks, engine):
         if not principal.is_admin():
             return READ_ONLY, dash.no_update
-        await asyncio.to_thread(lambda: delete_profile(db.cursor(), engine))
+        await asyncio.to_thread(lambda: profile_store.delete_profile(db, engine))
         return "deleted", "/rightsizing?" + urlencode({"deleted": engine})

@@ -12,13 +12,13 @@ from dash import dcc, html
 
 from app.analytics import shapes, traffic
 from app.analytics.filters import Filter
+from app.charts.figures import heatmap_figure, replicas_figure, weekday_hour_figure
 from app.dashboard import filterbar, ids
-from app.dashboard.figures import heatmap_figure, replicas_figure, weekday_hour_figure
 from app.dashboard.pages import graph, graph_card, register_page
-from app.rightsizing import NoProfile, SeasonalReport, seasonal
+from app.services import profiles as profile_store
+from app.services.rightsizing import NoProfile, SeasonalReport, seasonal
 from app.sizing.seasonal import Plan, window_label
 from app.storage.database import Database
-from app.storage.engines import list_profiles
 
 WEEKS = {"1": "last week", "2": "last 2 weeks", "4": "last 4 weeks", "8": "last 8 weeks"}
 DAYS = {"together": "every day alike", "split": "weekdays and weekends apart"}
@@ -65,7 +65,7 @@ def _plans_table(r: SeasonalReport) -> html.Table:
 
 def layout_for(db: Database, query: dict, now: datetime, tz: str, threshold: float) -> html.Div:
     """The page for a URL query."""
-    profiles = sorted(list_profiles(db.cursor()))
+    profiles = sorted(profile_store.stored_profiles(db))
     engine = query.get("engine") or (profiles[0] if profiles else None)
     weeks = query.get("weeks") if query.get("weeks") in WEEKS else "4"
     days = query.get("days") if query.get("days") in DAYS else "together"

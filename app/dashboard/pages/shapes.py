@@ -12,11 +12,11 @@ from datetime import datetime
 from dash import Dash, Input, Output, dcc, html
 
 from app.analytics import shapes
+from app.charts.figures import Bounds, heatmap_figure
 from app.dashboard import filterbar, ids
-from app.dashboard.figures import Bounds, heatmap_figure
 from app.dashboard.pages import register_page, safe
+from app.services import profiles
 from app.storage.database import Database
-from app.storage.engines import get_profile
 
 SHAPE_LABELS = {
     "long_in_short_out": "long in / short out (RAG, extraction)",
@@ -48,7 +48,7 @@ def _bounds(db: Database, engine: str | None) -> Bounds | None:
     """The selected engine's current bounds, when exactly one engine with a profile is chosen."""
     if not engine:
         return None
-    profile = get_profile(db.cursor(), engine)
+    profile = profiles.stored_profile(db, engine)
     if not profile:
         return None
     max_in, max_seq = profile.get("max_input_len"), profile.get("max_seq_len")

@@ -15,10 +15,10 @@ from app.analytics.drift import WEEK, beyond, engine_weeks
 from app.analytics.engine_load import engine_load, rejected
 from app.analytics.filters import Filter
 from app.analytics.seasonal import hourly_load, local_hour_seconds
+from app.services.profiles import NoProfile, load_profile, problem, stored_profiles
 from app.sizing.catalog import GIB
 from app.sizing.commands import commands
 from app.sizing.drift import Finding, findings
-from app.sizing.logparse import parse_startup_log
 from app.sizing.profile import EngineProfile
 from app.sizing.recommend import (
     DEFAULT_COVERAGE,
@@ -40,82 +40,11 @@ from app.sizing.seasonal import (
     window_label,
 )
 from app.storage.database import Database
-from app.storage.engines import get_profile, list_profiles
+
+__all__ = ["NoProfile", "load_profile"]  # the pages and the API reach profiles here too
 
 DEFAULT_WINDOW = timedelta(days=7)
 WEEKDAYS, WEEKEND = (1, 2, 3, 4, 5), (6, 7)
-
-
-# A logged KV capacity describes one build: changing any of these makes it stale.
-BUILD_FIELDS = (
-    "model",
-    "params",
-    "layers",
-    "kv_heads",
-    "head_dim",
-    "gpu",
-    "gpu_memory_gib",
-    "tensor_parallel",
-    "pipeline_parallel",
-    "weight_dtype",
-    "kv_dtype",
-    "memory_fraction",
-    "framework",
-    "max_num_tokens",
-)
-
-
-class NoProfile(LookupError):
-    """The engine has no stored profile, or the stored one is no longer valid."""
-
-
-def problem(exc: ValidationError) -> str:
-    """The first validation error as 'field: message'."""
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "profile"
-    return f"{where}: {first['msg'].removeprefix('Value error, ')}"
-
-
-def load_profile(db: Database, engine: str) -> EngineProfile:
-    """The engine's stored profile; raises NoProfile naming the engine (and the bad field)."""
-    stored = get_profile(db.cursor(), engine)
-    if stored is None:
-        raise NoProfile(
-            f"engine {engine!r} has no profile: create one with PUT /api/engines/{engine} "
-            "or on the Rightsizing page"
-        )
-    try:
-        return EngineProfile.model_validate(stored)
-    except ValidationError as exc:
-        raise NoProfile(
-            f"engine {engine!r} has a stored profile that is no longer valid ({problem(exc)}); "
-            "save it again"
-        ) from None
-
-
-def edited_profile(
-    previous: dict[str, Any] | None, data: dict[str, Any], startup_log: str | None
-) -> EngineProfile:
-    """A profile from edited fields: a pasted log sets the measured capacity; a changed build
-    drops a stale one. Raises ValueError naming the field."""
-    if startup_log:
-        measured = parse_startup_log(startup_log)
-        if measured is None:
-            raise ValueError(
-                "startup_log: no KV cache size found; paste the line 'GPU KV cache size: N "
-                "tokens' (vLLM) or '… max tokens in paged KV cache (N)' (TensorRT-LLM)"
-            )
-        data = {
-            **data,
-            "measured_kv_tokens": measured.kv_tokens,
-            "measured_source": f"{measured.framework} startup log: {measured.line[:200]}",
-        }
-    elif previous and any(previous.get(f) != data.get(f) for f in BUILD_FIELDS):
-        data = {k: v for k, v in data.items() if k not in ("measured_kv_tokens", "measured_source")}
-    try:
-        return EngineProfile.model_validate(data)
-    except ValidationError as exc:
-        raise ValueError(problem(exc)) from None
 
 
 def recommend(
@@ -431,7 +360,7 @@ def engine_drift(db: Database, engine: str, stored: dict[str, Any], end: datetim
 def drift_report(db: Database, end: datetime) -> dict[str, Any]:
     """Findings of every engine with a stored profile, by engine name, as JSON."""
     engines = []
-    for name, stored in list_profiles(db.cursor()).items():
+    for name, stored in stored_profiles(db).items():
         rows = engine_drift(db, name, stored, end)
         engines.append(
             {
@@ -444,6 +373,4 @@ def drift_report(db: Database, end: datetime) -> dict[str, Any]:
 
 def engine_findings(db: Database, end: datetime) -> list[list[Finding]]:
     """Drift findings of every profiled engine over the week before end."""
-    return [
-        engine_drift(db, name, stored, end) for name, stored in list_profiles(db.cursor()).items()
-    ]
+    return [engine_drift(db, name, stored, end) for name, stored in stored_profiles(db).items()]

@@ -9,8 +9,9 @@ import time
 from collections.abc import Awaitable, Callable
 
 from fastapi import HTTPException, Request
-from starlette.datastructures import State
 
+from app.auth import state as auth_state
+from app.auth.state import AuthState
 from app.storage import tokens
 from app.storage.tokens import TokenInfo
 
@@ -29,7 +30,7 @@ class AuthError(Exception):
         self.message = message
 
 
-def _touch(state: State, info: TokenInfo) -> None:
+def _touch(state: AuthState, info: TokenInfo) -> None:
     """Record last_used_at off the event loop, at most once a minute per token."""
     touched: dict[str, float] = state.token_touched
     now = time.monotonic()
@@ -49,7 +50,7 @@ def _touch(state: State, info: TokenInfo) -> None:
         write()
 
 
-def _cached_lookup(state: State, token: str) -> TokenInfo | None:
+def _cached_lookup(state: AuthState, token: str) -> TokenInfo | None:
     """Look a token up, remembering live ones briefly: a gateway sends many batches a second.
 
     Revocations made through this server (admin page, API) clear the cache, so they take
@@ -70,7 +71,7 @@ def _cached_lookup(state: State, token: str) -> TokenInfo | None:
     return info
 
 
-def check_bearer(state: State, header: str, scope: str) -> TokenInfo:
+def check_bearer(state: AuthState, header: str, scope: str) -> TokenInfo:
     """The live token in an Authorization header if it carries `scope` (admin passes
     everywhere, read passes for ingest-only routes never); AuthError otherwise."""
     kind, _, value = header.partition(" ")
@@ -91,12 +92,6 @@ def check_bearer(state: State, header: str, scope: str) -> TokenInfo:
     return info
 
 
-def forget_credentials(state: State) -> None:
-    """Drop cached tokens and sessions (after a revocation or a user's removal)."""
-    state.token_cache.clear()
-    state.session_cache.clear()
-
-
 def require_scope(scope: str) -> Callable[[Request], Awaitable[TokenInfo]]:
     """A dependency that admits only a live token with `scope` (admin tokens pass too)."""
 
@@ -104,7 +99,9 @@ def require_scope(scope: str) -> Callable[[Request], Awaitable[TokenInfo]]:
     # more than the lookup, which is a cached dict hit or one indexed point query.
     async def check(request: Request) -> TokenInfo:
         try:
-            return check_bearer(request.app.state, request.headers.get("authorization", ""), scope)
+            return check_bearer(
+                auth_state.of(request), request.headers.get("authorization", ""), scope
+            )
         except AuthError as exc:
             headers = (
                 {"WWW-Authenticate": 'Bearer realm="tokenshape"'} if exc.status == 401 else None

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from dash import dcc
 
-from app.dashboard.plotlyjs import STATIC
+from app.dashboard.speedups.plotlyjs import STATIC
 
 RUNTIME = STATIC / "vendor" / "regenerator-runtime.js"
 GRAPH_CHUNK = "async-graph.js"

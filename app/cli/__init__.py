@@ -60,10 +60,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Run the server (ingest, API, dashboard) until interrupted."""
     import uvicorn
 
-    from app import logs
-    from app.http_guard import guarded_protocol
     from app.main import create_app
-    from app.tuning import tune_server_process
+    from app.server import logs
+    from app.server.http_guard import guarded_protocol
+    from app.server.tuning import tune_server_process
 
     settings = _settings(args)
     db = _open(settings)  # fail fast, with a clear line, if another process holds the file
@@ -188,7 +188,7 @@ def cmd_user(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Seed deterministic synthetic traffic, optionally then serve it."""
-    from app import demo
+    from app.services import demo
 
     settings = _settings(args)
     with _open(settings) as db:
@@ -315,6 +315,7 @@ def _backup_online(url: str, token: str | None) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Load a file of records into the database."""
+    from ingest import importer
     from ingest.formats import files
 
     settings = _settings(args)
@@ -327,7 +328,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     with _open(settings) as db:
         progress = Progress(f"import {path.name}", None)
         started = time.monotonic()
-        stats = files.import_file(
+        stats = importer.import_file(
             db,
             path,
             fmt,
@@ -396,7 +397,7 @@ def _engine_report(
 ) -> tuple[Any, int]:
     """Build an engine's report from the database (read-only). Prints the JSON (--json) or the
     verdict line; returns (report, 0) when the caller prints the rest, else (None, exit code)."""
-    from app.rightsizing import NoProfile
+    from app.services.rightsizing import NoProfile
 
     settings = _settings(args)
     with Database(settings.db, read_only=True).open() as db:
@@ -414,7 +415,7 @@ def _engine_report(
 
 def cmd_recommend(args: argparse.Namespace) -> int:
     """Print an engine's rightsizing recommendation (text, or JSON with --json)."""
-    from app.rightsizing import recommend, recommendation_dict
+    from app.services.rightsizing import recommend, recommendation_dict
 
     end = datetime.now(UTC)
     start = end - _since(args.since)
@@ -453,7 +454,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
 def cmd_seasonal(args: argparse.Namespace) -> int:
     """Print an engine's day/night plans (text, or JSON with --json)."""
-    from app.rightsizing import seasonal, seasonal_dict
+    from app.services.rightsizing import seasonal, seasonal_dict
     from app.sizing.seasonal import window_label
 
     r, code = _engine_report(
@@ -552,9 +553,9 @@ def cmd_ship(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Preview (write the .eml) or send the weekly email for a week."""
+    from app.jobs.schedule import canonical_week, last_full_week
     from app.reports.build import report_for
     from app.reports.render import compose
-    from app.reports.schedule import canonical_week, last_full_week
     from app.reports.send import deliver_week, recipients_of
 
     settings = _settings(args)

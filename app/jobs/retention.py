@@ -1,14 +1,13 @@
-"""The daily retention job, started from the lifespan: prunes old requests and rejects."""
+"""The daily retention job: prunes old requests and rejects."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
-from app.background import stop_job
+from app.jobs.base import Job
 from app.storage import retention
 from app.storage.database import Database
 
@@ -19,12 +18,17 @@ FIRST_DELAY_S = 60.0  # not in the middle of start-up, when gateways reconnect a
 NAP_S = 3600.0
 
 
-class RetentionJob:
+class RetentionJob(Job):
     """Deletes what is past retention once a day; ingest goes on meanwhile.
 
     The prune runs in a worker thread on its own cursor, a day of rows per transaction, so the
     event loop and the writer never wait for it. The clock and the sleep are injected, so tests
     drive days in an instant."""
+
+    name = "retention"
+    what = "retention: the prune"
+    stop_timeout_s = 120.0
+    log = log
 
     def __init__(
         self,
@@ -37,6 +41,7 @@ class RetentionJob:
         first_delay_s: float = FIRST_DELAY_S,
         after_prune: Callable[[], Awaitable[object]] | None = None,
     ):
+        super().__init__()
         self.db = db
         self.request_days, self.reject_days = request_days, reject_days
         self.clock = clock
@@ -46,9 +51,6 @@ class RetentionJob:
         self.last: retention.PruneResult | str | None = None  # for logs and tests
         self.next: datetime | None = None
         self.runs = 0
-        self.stopping = threading.Event()
-        self._task: asyncio.Task | None = None
-        self._worker: asyncio.Future | None = None
 
     def prune_now(self) -> retention.PruneResult:
         """One prune on a cursor of its own (call from a worker thread)."""
@@ -77,8 +79,7 @@ class RetentionJob:
             await self._until(self.next)
             started = self.clock()
             try:
-                self._worker = asyncio.ensure_future(asyncio.to_thread(self.prune_now))
-                result = await asyncio.shield(self._worker)
+                result = await self.in_thread(self.prune_now)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the server keeps serving; the next day tries again
@@ -99,13 +100,3 @@ class RetentionJob:
                         log.warning("retention: rebuilding the dedupe index failed: %s", exc)
             self.runs += 1
             self.next = started + EVERY
-
-    def start(self) -> None:
-        """Run in the background (from the app's lifespan)."""
-        self._task = asyncio.create_task(self.run(), name="tokenshape-retention")
-
-    async def stop(self) -> None:
-        """Stop between chunks and wait for the chunk in progress (the database stays open)."""
-        self.stopping.set()
-        await stop_job(self._task, self._worker, timeout=120, log=log, what="retention: the prune")
-        self._task = None

@@ -15,8 +15,8 @@ from app.storage import rollups
 from app.storage.batches import Batch
 from app.storage.database import Database
 from app.storage.engines import get_profile, put_profile
-from app.storage.ingest_store import RequestStore
 from app.storage.schema import REQUESTS_SCHEMA
+from app.storage.write.store import RequestStore
 
 CHUNK = 250_000
 US = 1_000_000

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-STATIC = Path(__file__).resolve().parents[2] / "static"
+STATIC = Path(__file__).resolve().parents[3] / "static"
 PARTIAL_PLOTLY = STATIC / "vendor" / "plotly-dashboard.min.js"
 # Dash matches `assets_ignore` against file names, not paths. An older install's cartesian
 # bundle is never served; the dashboard's own only when it is current.

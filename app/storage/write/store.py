@@ -13,10 +13,10 @@ import pyarrow.compute as pc
 
 from app.storage import rollups
 from app.storage.batches import Batch, WriteResult, rejects_table
-from app.storage.journal import Journal
-from app.storage.keys import KeyIndex, key_hashes, stored_key_hashes
 from app.storage.rows import first_row, rollback
 from app.storage.schema import REQUEST_COLUMNS
+from app.storage.write.journal import Journal
+from app.storage.write.keys import KeyIndex, key_hashes, stored_key_hashes
 
 _COLS = ", ".join(REQUEST_COLUMNS)
 log = logging.getLogger("tokenshape.store")

@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import threading
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from app.background import stop_job
-from app.cron import Cron
+from app.jobs.base import Job
+from app.jobs.cron import Cron
 
 log = logging.getLogger("tokenshape.reports")
 
@@ -68,7 +67,7 @@ def week_bounds(week: str, tz: str) -> tuple[datetime, datetime]:
 RETRY_S = 30 * 60  # after a failed week, try again this often until it is sent
 
 
-class ReportScheduler:
+class ReportScheduler(Job):
     """Sends the weekly email from inside the server (off without recipients or SMTP server).
 
     On every wake-up it sends the last full week if that week is due (its fire time has passed)
@@ -76,7 +75,12 @@ class ReportScheduler:
     failed week is tried again every 30 minutes until the next week replaces it. The clock and
     the sleep are injected, so tests can run it through DST."""
 
+    name = "report-scheduler"
+    what = "the weekly email"
+    log = log
+
     def __init__(self, cron: Cron, tz: str, send_week, sent, clock, sleep=None):
+        super().__init__()
         self.cron, self.tz = cron, tz
         self.send_week = send_week  # (week, stop event) -> Outcome, run in a worker thread
         self.sent = sent  # week -> bool: sent (or in doubt) already
@@ -84,9 +88,6 @@ class ReportScheduler:
         self.sleep = sleep or asyncio.sleep
         self.last = None  # the last Outcome or error, for /api/health
         self.next: datetime | None = None
-        self.stopping = threading.Event()
-        self._task: asyncio.Task | None = None
-        self._worker: asyncio.Future | None = None
 
     def due(self, now: datetime) -> str | None:
         """The last full week, if its fire time has passed and it was not sent."""
@@ -104,10 +105,7 @@ class ReportScheduler:
             week = await asyncio.to_thread(self.due, now)
             if week is not None:
                 try:
-                    self._worker = asyncio.ensure_future(
-                        asyncio.to_thread(self.send_week, week, self.stopping)
-                    )
-                    self.last = await asyncio.shield(self._worker)
+                    self.last = await self.in_thread(self.send_week, week, self.stopping)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # the server keeps running; the failure is shown
@@ -120,14 +118,3 @@ class ReportScheduler:
             # Sleep in chunks of at most an hour: a suspended host or a changed clock is
             # noticed, and an early wake-up cannot send twice (the week is sent by then).
             await self.sleep(min(max((wake - now).total_seconds(), 0), 3600))
-
-    def start(self) -> None:
-        """Run in the background (from the app's lifespan)."""
-        self._task = asyncio.create_task(self.run(), name="tokenshape-report-scheduler")
-
-    async def stop(self) -> None:
-        """Stop: a send in progress gives up its retries and is awaited (the database stays
-        open under it)."""
-        self.stopping.set()
-        await stop_job(self._task, self._worker, timeout=60, log=log, what="the weekly email")
-        self._task = None

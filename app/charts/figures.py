@@ -6,12 +6,14 @@ import functools
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from app.analytics.shapes import HeatMap
+if TYPE_CHECKING:  # a type only: the figures take the frame, never the query
+    from app.analytics.shapes import HeatMap
 
 # Colour-blind-safe sequential scale; the lowest non-empty count is still visible.
 HEAT_SCALE = "Cividis"

@@ -17,7 +17,7 @@ from starlette.routing import compile_path
 from app.storage import report_runs
 from app.storage.batches import Batch, WriteResult
 from app.storage.database import Database
-from app.storage.writer import Writer
+from app.storage.write.writer import Writer
 
 log = logging.getLogger("tokenshape.metrics")
 
@@ -227,9 +227,6 @@ class HttpMetrics:
             )
 
 
-def install(app: FastAPI, db: Database) -> Metrics:
-    """Give the app its metrics (app.state.metrics) and count every HTTP response."""
-    metrics = Metrics(db, lambda: getattr(app.state, "writer", None))
-    app.state.metrics = metrics
+def install(app: FastAPI, metrics: Metrics) -> None:
+    """Count every HTTP response the app gives in `metrics` (the Runtime's)."""
     app.add_middleware(HttpMetrics, metrics=metrics, templates=RouteTemplates(app))
-    return metrics

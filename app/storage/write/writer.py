@@ -17,9 +17,9 @@ from typing import Protocol
 from app.storage import rollups
 from app.storage.batches import Batch, WriteResult
 from app.storage.database import Database
-from app.storage.ingest_store import RequestStore
-from app.storage.journal import Journal
 from app.storage.schema import REQUESTS_SCHEMA
+from app.storage.write.journal import Journal
+from app.storage.write.store import RequestStore
 
 log = logging.getLogger("tokenshape.writer")
 
@@ -277,6 +277,13 @@ class Writer:
                 store.journal.close()
             await asyncio.get_running_loop().run_in_executor(self._executor, store.con.close)
         self._executor.shutdown(wait=True)
+
+    async def __aenter__(self) -> Writer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
 
     async def submit(self, batch: Batch) -> WriteResult:
         """Queue a batch and wait until it is committed; raises WriterSaturated when full."""

@@ -1,0 +1,1 @@
+"""What makes pages load fast: prefetching page data, the polyfill, the plotly.js bundle."""

@@ -1,0 +1,1 @@
+"""Background jobs with one lifecycle (start, stop, entered from the lifespan) and cron parsing."""

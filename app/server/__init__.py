@@ -1,0 +1,1 @@
+"""The running server: runtime, error answers, dependency aliases, HTTP guard, tuning, logs."""

@@ -1,0 +1,156 @@
+"""The running system in one typed object: built once by `create_app`, entered from the
+lifespan, and the only thing routes, middleware and pages read from `app.state`."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from threading import Event
+from typing import Any
+
+from starlette.requests import HTTPConnection
+
+from app.auth.state import AuthState
+from app.config import Settings
+from app.jobs.cron import parse_cron
+from app.jobs.retention import RetentionJob
+from app.jobs.schedule import ReportScheduler
+from app.server.metrics import Metrics
+from app.server.ratelimit import Limit, RateLimiter
+from app.storage import report_runs, users
+from app.storage.database import Database
+from app.storage.write.writer import Writer
+
+log = logging.getLogger("tokenshape")
+
+SendWeek = Callable[[str, Event], Any]  # (ISO week, stop event) -> the send's outcome
+
+
+def utc_now() -> datetime:
+    """The real clock."""
+    return datetime.now(UTC)
+
+
+@dataclass
+class Runtime:
+    """Database, writer, auth state, rate limiter, metrics and jobs of one server."""
+
+    settings: Settings
+    db: Database
+    clock: Callable[[], datetime]
+    auth: AuthState
+    rate_limiter: RateLimiter
+    metrics: Metrics
+    writer: Writer | None = None  # from the lifespan's start until its end
+    retention: RetentionJob | None = None
+    report_scheduler: ReportScheduler | None = None
+
+    @classmethod
+    def build(
+        cls,
+        settings: Settings,
+        *,
+        db: Database | None = None,
+        clock: Callable[[], datetime] = utc_now,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> Runtime:
+        """Everything that needs no open database; `running()` opens and starts the rest."""
+        try:
+            parse_cron(settings.report_cron)
+        except ValueError as exc:
+            raise ValueError(f"invalid setting: report_cron: {exc}") from None
+        database = db or Database(settings.db)
+        runtime = cls(
+            settings=settings,
+            db=database,
+            clock=clock,
+            auth=AuthState(database, settings, clock, settings.auth_enabled),
+            rate_limiter=RateLimiter(
+                Limit(
+                    settings.rate_limit_requests,
+                    settings.rate_limit_requests_burst,
+                    "RATE_LIMIT_REQUESTS",
+                    "requests",
+                ),
+                Limit(
+                    settings.rate_limit_records,
+                    settings.rate_limit_records_burst,
+                    "RATE_LIMIT_RECORDS",
+                    "records",
+                ),
+                monotonic,
+            ),
+            metrics=Metrics(database, lambda: runtime.writer),
+        )
+        return runtime
+
+    def _first_user(self) -> None:
+        cur = self.db.cursor()
+        first_password = self.settings.admin_password.get_secret_value()
+        if first_password and not users.list_users(cur):
+            users.add(cur, "admin", first_password, "admin")
+            log.info("created user 'admin' from TOKENSHAPE_ADMIN_PASSWORD (no user existed)")
+        if self.settings.auth_enabled and not users.list_users(cur):
+            log.warning(
+                "logins are on and there is no user yet: add one with "
+                "`tokenshape user add NAME --role admin` (stop the server first), or start "
+                "once with TOKENSHAPE_ADMIN_PASSWORD set"
+            )
+        elif not self.settings.auth_enabled:
+            log.info("logins are off: every page says so (TOKENSHAPE_AUTH=on to require them)")
+
+    @asynccontextmanager
+    async def running(self, send_week: SendWeek) -> AsyncIterator[Runtime]:
+        """Open the database, start the writer and the jobs; on the way out stop them in
+        reverse order and close the database (`send_week` delivers one week's email)."""
+        settings = self.settings
+        async with AsyncExitStack() as stack:
+            if not self.db.is_open:
+                self.db.open()
+            stack.callback(self.db.close)
+            self.auth.load_signing_key()
+            self._first_user()
+            writer = Writer(
+                self.db,
+                capacity_rows=settings.writer_queue_rows,
+                flush_rows=settings.writer_flush_rows,
+                flush_ms=settings.writer_flush_ms,
+                raw_chars=settings.reject_raw_chars,
+                observer=self.metrics,
+                rollup_settle_s=settings.rollup_settle_s,
+            )
+            self.writer = await stack.enter_async_context(writer)
+            if settings.report_to and settings.smtp_host:
+                self.report_scheduler = ReportScheduler(
+                    parse_cron(settings.report_cron),
+                    settings.report_tz,
+                    send_week,
+                    lambda week: report_runs.sent(self.db.cursor(), week),
+                    self.clock,
+                )
+                await stack.enter_async_context(self.report_scheduler)
+                log.info(
+                    "weekly email on: '%s' in %s to %s",
+                    settings.report_cron,
+                    settings.report_tz,
+                    settings.report_to,
+                )
+            if settings.retention_days or settings.reject_retention_days:
+                self.retention = RetentionJob(
+                    self.db,
+                    request_days=settings.retention_days,
+                    reject_days=settings.reject_retention_days,
+                    clock=self.clock,
+                    after_prune=writer.reindex,
+                )
+                await stack.enter_async_context(self.retention)
+            yield self
+
+
+def of(conn: HTTPConnection) -> Runtime:
+    """The Runtime of the app serving this request."""
+    return conn.app.state.runtime

@@ -1,0 +1,125 @@
+"""Engine profiles: the one place they are read, validated, saved and deleted.
+
+The API, the Rightsizing page, the CLI and the email all go through here, so a profile is
+validated by the same rules and stored in one serialisation (JSON, None fields left out)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from app.sizing.logparse import parse_startup_log
+from app.sizing.profile import EngineProfile
+from app.storage import engines
+from app.storage.database import Database
+
+# A logged KV capacity describes one build: changing any of these makes it stale.
+BUILD_FIELDS = (
+    "model",
+    "params",
+    "layers",
+    "kv_heads",
+    "head_dim",
+    "gpu",
+    "gpu_memory_gib",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "weight_dtype",
+    "kv_dtype",
+    "memory_fraction",
+    "framework",
+    "max_num_tokens",
+)
+
+
+class NoProfile(LookupError):
+    """The engine has no stored profile, or the stored one is no longer valid."""
+
+
+def problem(exc: ValidationError) -> str:
+    """The first validation error as 'field: message'."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "profile"
+    return f"{where}: {first['msg'].removeprefix('Value error, ')}"
+
+
+def load_profile(db: Database, engine: str) -> EngineProfile:
+    """The engine's stored profile; raises NoProfile naming the engine (and the bad field)."""
+    stored = engines.get_profile(db.cursor(), engine)
+    if stored is None:
+        raise NoProfile(
+            f"engine {engine!r} has no profile: create one with PUT /api/engines/{engine} "
+            "or on the Rightsizing page"
+        )
+    try:
+        return EngineProfile.model_validate(stored)
+    except ValidationError as exc:
+        raise NoProfile(
+            f"engine {engine!r} has a stored profile that is no longer valid ({problem(exc)}); "
+            "save it again"
+        ) from None
+
+
+def edited_profile(
+    previous: dict[str, Any] | None, data: dict[str, Any], startup_log: str | None
+) -> EngineProfile:
+    """A profile from edited fields: a pasted log sets the measured capacity; a changed build
+    drops a stale one. Raises ValueError naming the field."""
+    if startup_log:
+        measured = parse_startup_log(startup_log)
+        if measured is None:
+            raise ValueError(
+                "startup_log: no KV cache size found; paste the line 'GPU KV cache size: N "
+                "tokens' (vLLM) or '… max tokens in paged KV cache (N)' (TensorRT-LLM)"
+            )
+        data = {
+            **data,
+            "measured_kv_tokens": measured.kv_tokens,
+            "measured_source": f"{measured.framework} startup log: {measured.line[:200]}",
+        }
+    elif previous and any(previous.get(f) != data.get(f) for f in BUILD_FIELDS):
+        data = {k: v for k, v in data.items() if k not in ("measured_kv_tokens", "measured_source")}
+    try:
+        return EngineProfile.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(problem(exc)) from None
+
+
+def stored_profiles(db: Database) -> dict[str, dict[str, Any]]:
+    """Every stored profile by engine name, as stored (valid or not)."""
+    return engines.list_profiles(db.cursor())
+
+
+def stored_profile(db: Database, engine: str) -> dict[str, Any] | None:
+    """An engine's stored profile as stored, or None."""
+    return engines.get_profile(db.cursor(), engine)
+
+
+def save_profile(
+    db: Database,
+    engine: str,
+    data: dict[str, Any],
+    startup_log: str | None,
+    now: datetime,
+    *,
+    merge: bool = False,
+) -> EngineProfile:
+    """Validate and store a profile (`merge`: fields left empty keep their stored value, as
+    in the page's editor; else `data` replaces the profile, as PUT does). ValueError names
+    the bad field."""
+    previous = engines.get_profile(db.cursor(), engine)
+    if merge:
+        data = {**(previous or {}), **data}
+        data = {k: v for k, v in data.items() if v not in (None, "")}
+    profile = edited_profile(previous, data, startup_log)
+    engines.put_profile(
+        db.cursor(), engine, profile.model_dump(mode="json", exclude_none=True), now
+    )
+    return profile
+
+
+def delete_profile(db: Database, engine: str) -> bool:
+    """Delete an engine's profile (its requests stay); False when it had none."""
+    return engines.delete_profile(db.cursor(), engine)

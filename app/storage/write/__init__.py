@@ -1,0 +1,1 @@
+"""The one write path: group commit, journal, mover, dedupe keys."""
