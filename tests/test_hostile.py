@@ -212,7 +212,9 @@ def quick(settings):
 def test_a_trickling_body_gets_408_while_others_are_served(quick):
     slow_token = quick.token("ingest", gateway="trickle")
     body = json.dumps(batch(1, "slow")[0]).encode() + b"\n"
-    sock = socket.create_connection(("127.0.0.1", quick.app.state.runtime.settings.port), timeout=20)
+    sock = socket.create_connection(
+        ("127.0.0.1", quick.app.state.runtime.settings.port), timeout=20
+    )
     sock.sendall(_request_head(quick.app.state.runtime.settings.port, slow_token, len(body) * 100))
     stop = threading.Event()
     sent = []

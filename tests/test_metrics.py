@@ -214,13 +214,20 @@ def test_each_app_counts_on_its_own_registry(tmp_path):
     one = create_app(Settings(db=tmp_path / "a.duckdb", _env_file=None))
     two = create_app(Settings(db=tmp_path / "b.duckdb", _env_file=None))
     b = Batch("gw", "native", datetime.now(UTC), None)
-    one.state.runtime.metrics.flushed(0.01, [b], [WriteResult(accepted=4, duplicates=0, rejected=0)])
+    one.state.runtime.metrics.flushed(
+        0.01, [b], [WriteResult(accepted=4, duplicates=0, rejected=0)]
+    )
     labels = {"gateway": "gw", "format": "native", "outcome": "accepted"}
     assert (
-        one.state.runtime.metrics.registry.get_sample_value("tokenshape_ingest_records_total", labels) == 4
+        one.state.runtime.metrics.registry.get_sample_value(
+            "tokenshape_ingest_records_total", labels
+        )
+        == 4
     )
     assert (
-        two.state.runtime.metrics.registry.get_sample_value("tokenshape_ingest_records_total", labels)
+        two.state.runtime.metrics.registry.get_sample_value(
+            "tokenshape_ingest_records_total", labels
+        )
         is None
     )
 
