@@ -12,7 +12,8 @@ import httpx
 import numpy as np
 import pytest
 
-from app.analytics import latency, rollup_source, shapes, traffic
+from app.analytics import latency, shapes, traffic
+from app.analytics import rollups as rollup_source
 from app.analytics.filters import Filter
 from app.services import demo
 from app.storage import retention, rollups

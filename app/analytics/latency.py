@@ -6,7 +6,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from app.analytics import rollup_source
+from app.analytics import rollups
 from app.analytics.bins import LOG2_EDGES, case_sql
 from app.analytics.filters import Filter
 from app.analytics.windows import BUCKETS
@@ -44,11 +44,9 @@ def trend(
     keeps whole-hour offsets over it (else a UTC hour would straddle two local buckets): the
     percentiles are then within RELATIVE_ERROR, as `frame.attrs["relative_error"]` says."""
     seconds = BUCKETS[bucket]
-    sp = None if exact or seconds < 3600 else rollup_source.local_split(cur, flt, tz)
+    sp = None if exact or seconds < 3600 else rollups.local_split(cur, flt, tz)
     if sp is not None:
-        found = rollup_source.values_over_time(
-            cur, flt, sp, seconds, tz, TREND_MEASURES, TREND_QUANTILES
-        )
+        found = rollups.values_over_time(cur, flt, sp, seconds, tz, TREND_MEASURES, TREND_QUANTILES)
         if found is not None:
             frame, stats = found
             for m in TREND_MEASURES:
@@ -78,8 +76,8 @@ def ttft_vs_isl(
 
     A window of a day or more reads the hourly TTFT rollup: medians and p90s within
     RELATIVE_ERROR (`frame.attrs["relative_error"]`), counts and the slope exact."""
-    sp = None if exact else rollup_source.split(cur, flt)
-    rolled = rollup_source.ttft_by_isl(cur, flt, sp, (0.5, 0.9)) if sp is not None else None
+    sp = None if exact else rollups.split(cur, flt)
+    rolled = rollups.ttft_by_isl(cur, flt, sp, (0.5, 0.9)) if sp is not None else None
     if rolled is not None:
         bins, slope = rolled
         frame = pd.DataFrame(
@@ -115,8 +113,8 @@ def itl_by_position(
 
     A window of a day or more reads the hourly gap rollup: its quantiles are within
     RELATIVE_ERROR, as `frame.attrs["relative_error"]` says (0.0 when exact)."""
-    sp = None if exact else rollup_source.split(cur, flt)
-    rolled = rollup_source.gap_quantiles(cur, flt, sp, (0.5, 0.9)) if sp is not None else None
+    sp = None if exact else rollups.split(cur, flt)
+    rolled = rollups.gap_quantiles(cur, flt, sp, (0.5, 0.9)) if sp is not None else None
     if rolled is not None:
         frame = pd.DataFrame(
             [(pb, n, q[0], q[1]) for pb, (n, q) in sorted(rolled.items())],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-from app.analytics import rollup_source
+from app.analytics import rollups
 from app.analytics.filters import Filter
 from app.storage.rollups import RELATIVE_ERROR
 from app.storage.rows import first_row
@@ -20,8 +20,8 @@ def per_model(
     Unless `exact`, windows of a day or more read the hourly rollups: counts and shares exact,
     quantiles within RELATIVE_ERROR (`frame.attrs["relative_error"]`, else 0)."""
     flt = flt or Filter()
-    if not exact and (sp := rollup_source.split(cur, flt)) is not None:
-        stats = rollup_source.value_stats(cur, flt, sp, (0.5, 0.99), by_model=True)
+    if not exact and (sp := rollups.split(cur, flt)) is not None:
+        stats = rollups.value_stats(cur, flt, sp, (0.5, 0.99), by_model=True)
         if stats is not None:
             frame = pd.DataFrame(
                 [_model_row(model, group) for model, group in stats.items()],
@@ -62,11 +62,11 @@ MODEL_COLUMNS = (
 )
 
 
-def _model_row(model: str | None, group: rollup_source.GroupStats) -> tuple:
+def _model_row(model: str | None, group: rollups.GroupStats) -> tuple:
     isl, osl, ttft = (group.measures[m] for m in ("isl", "osl", "ttft_ms"))
     requests = isl.n if isl else 0
 
-    def q(stats: rollup_source.MeasureStats | None, k: int) -> float | None:
+    def q(stats: rollups.MeasureStats | None, k: int) -> float | None:
         return None if stats is None else stats.quantiles[k]
 
     share = group.not_ok / requests if requests else 0.0
@@ -130,8 +130,8 @@ def kpis(
 
     Unless `exact`, windows of a day or more read the hourly rollups: counts, tokens and the
     error rate exact, latency quantiles within `relative_error` (0 when exact)."""
-    if not exact and (sp := rollup_source.split(cur, flt)) is not None:
-        stats = rollup_source.value_stats(cur, flt, sp, tuple(p for _, p in KPI_QUANTILES))
+    if not exact and (sp := rollups.split(cur, flt)) is not None:
+        stats = rollups.value_stats(cur, flt, sp, tuple(p for _, p in KPI_QUANTILES))
         if stats is not None:
             group = next(iter(stats.values()))
             isl, osl = group.measures["isl"], group.measures["osl"]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 
-from app.analytics import rollup_source
+from app.analytics import rollups
 from app.analytics.bins import LOG2_EDGES, case_sql, edges_for
 from app.analytics.filters import Filter
 from app.storage.rollups import HALF_OCTAVE_EDGES, MEASURES, RELATIVE_ERROR
@@ -46,8 +46,8 @@ def heatmap(
     osl_width: int | None = None,
 ) -> HeatMap:
     """Request counts per (ISL bin, OSL bin); every request falls in exactly one cell."""
-    if bins != "linear" and (sp := rollup_source.split(cur, flt)) is not None:
-        half = rollup_source.half_octave_counts(cur, flt, sp)
+    if bins != "linear" and (sp := rollups.split(cur, flt)) is not None:
+        half = rollups.half_octave_counts(cur, flt, sp)
         if bins == "log2":  # log2 bin k is half-octave bins 2k-1 and 2k (bin 0 is [0, 16))
             merged = np.zeros((len(LOG2_EDGES),) * 2, dtype=np.int64)
             index = (np.arange(len(HALF_OCTAVE_EDGES)) + 1) // 2
@@ -84,8 +84,8 @@ def quantiles(cur: duckdb.DuckDBPyConnection, flt: Filter, *, exact: bool = Fals
 
     Windows of a day or more come from the hourly rollups, within RELATIVE_ERROR (±0.99%);
     shorter ones, or `exact`, use DuckDB's exact quantile_cont on the raw rows."""
-    if not exact and (sp := rollup_source.split(cur, flt)) is not None:
-        stats = rollup_source.value_stats(cur, flt, sp, QUANTILES)
+    if not exact and (sp := rollups.split(cur, flt)) is not None:
+        stats = rollups.value_stats(cur, flt, sp, QUANTILES)
         if stats is not None:
             approx = Quantiles()
             for measure, found in next(iter(stats.values())).measures.items():
@@ -118,9 +118,9 @@ def four_shapes(
     if (
         long_isl in HALF_OCTAVE_EDGES
         and long_osl in HALF_OCTAVE_EDGES
-        and (sp := rollup_source.split(cur, flt)) is not None
+        and (sp := rollups.split(cur, flt)) is not None
     ):  # thresholds on bin edges: the heat map's rollups hold the exact answer
-        half = rollup_source.half_octave_counts(cur, flt, sp)
+        half = rollups.half_octave_counts(cur, flt, sp)
         i, j = HALF_OCTAVE_EDGES.index(long_isl), HALF_OCTAVE_EDGES.index(long_osl)
         quarters = (half[i:, :j], half[i:, j:], half[:i, j:], half[:i, :j])
         return dict(zip(names, (int(q.sum()) for q in quarters), strict=True))

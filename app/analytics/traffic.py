@@ -6,7 +6,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from app.analytics import rollup_source
+from app.analytics import rollups
 from app.analytics.filters import Filter
 from app.analytics.windows import BUCKETS
 
@@ -17,8 +17,8 @@ def rates(cur: duckdb.DuckDBPyConnection, flt: Filter, bucket: str, tz: str) -> 
     Hourly and daily buckets of a window of a day or more sum the hourly rollups (exact) when
     `tz` keeps whole-hour offsets over it."""
     seconds = BUCKETS[bucket]
-    sp = rollup_source.local_split(cur, flt, tz) if seconds >= 3600 else None
-    frame = rollup_source.sums_over_time(cur, flt, sp, seconds, tz) if sp else None
+    sp = rollups.local_split(cur, flt, tz) if seconds >= 3600 else None
+    frame = rollups.sums_over_time(cur, flt, sp, seconds, tz) if sp else None
     if frame is None:
         where, params = flt.where()
         frame = cur.execute(
@@ -36,8 +36,8 @@ def rates(cur: duckdb.DuckDBPyConnection, flt: Filter, bucket: str, tz: str) -> 
 def hour_weekday(cur: duckdb.DuckDBPyConnection, flt: Filter, tz: str) -> np.ndarray:
     """7 x 24 request counts: row 0 is Monday, column h is hour h of the day, both in tz
     (from the hourly rollups, exact, for a window of a day or more in a whole-hour zone)."""
-    sp = rollup_source.local_split(cur, flt, tz)
-    if sp is not None and (matrix := rollup_source.local_hour_counts(cur, flt, sp, tz)) is not None:
+    sp = rollups.local_split(cur, flt, tz)
+    if sp is not None and (matrix := rollups.local_hour_counts(cur, flt, sp, tz)) is not None:
         return matrix
     where, params = flt.where()
     rows = cur.execute(

@@ -1,27 +1,25 @@
-"""Long windows read from the hourly rollups, their edges and dirty hours from raw rows.
-
-A window [start, end) of at least MIN_HOURS whole hours is split into whole UTC hours whose
-rollups are clean (from `rollup_shapes` / `rollup_values`) and the rest (partial hours at the
-ends, hours marked dirty by a recent write) scanned raw and binned the same way, so every
-request of the window is counted exactly once. See app/storage/rollups.py.
-"""
+"""The rollup queries: each reads clean hours from the rollup tables and the rest raw, binned
+the same way, so every request of a window is counted exactly once (app/storage/rollups.py
+builds the tables)."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from zoneinfo import ZoneInfo
 
 import duckdb
 import numpy as np
 import pandas as pd
 
 from app.analytics.filters import Filter
+from app.analytics.rollups.sketch import (
+    GroupStats,
+    MeasureStats,
+    estimate,
+    group_estimates,
+    per_bin,
+)
+from app.analytics.rollups.windows import IN_RANGE, Split
 from app.storage.rollups import (
-    GAMMA,
     HALF_OCTAVE_EDGES,
     MEASURES,
-    ZERO_BUCKET,
     bucket_sql,
     gaps_sql,
     half_octave_sql,
@@ -33,74 +31,11 @@ _MEASURE_ROWS = (
     f"unnest(range({len(MEASURES)})) AS measure, "
     f"unnest([{', '.join(f'{m}::DOUBLE' for m in MEASURES)}]) AS v"
 )
-MIN_HOURS = 24  # shorter windows read raw rows: exact quantiles, and fast enough
-HOUR = timedelta(hours=1)
-# [lo, hi) of hours, either end open when its parameter is NULL.
-_IN_RANGE = (
-    "hour >= coalesce(?, '-infinity'::TIMESTAMPTZ) AND hour < coalesce(?, 'infinity'::TIMESTAMPTZ)"
-)
-
-
-@dataclass(frozen=True)
-class Split:
-    """Whole clean hours [lo, hi) from rollups (None: unbounded) and raw intervals."""
-
-    lo: datetime | None
-    hi: datetime | None
-    dirty: list[datetime]
-    raw: list[tuple[datetime | None, datetime | None]]
-
-
-def _aware(t: datetime | None) -> datetime | None:
-    """UTC-aware (a naive time is taken as UTC, as the API does)."""
-    return None if t is None else t.replace(tzinfo=UTC) if t.tzinfo is None else t
-
-
-def _floor(t: datetime) -> datetime:
-    # Rollup hours are UTC hours: an offset like +05:30 must not shift them.
-    return t.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-
-
-def _ceil(t: datetime) -> datetime:
-    floor = _floor(t)
-    return floor if floor == t else floor + HOUR
-
-
-def split(cur: duckdb.DuckDBPyConnection, flt: Filter) -> Split | None:
-    """How to read this filter's window, or None when it should be read raw."""
-    if flt.hours or flt.weekdays:  # local-time slices do not align with UTC hours
-        return None
-    start, end = _aware(flt.start), _aware(flt.end)
-    lo = _ceil(start) if start is not None else None
-    hi = _floor(end) if end is not None else None
-    # An open end runs to now: "the last hour" is short however it is written.
-    last = hi if hi is not None else _floor(datetime.now(UTC)) + HOUR
-    if lo is not None and last - lo < MIN_HOURS * HOUR:
-        return None
-    rows = cur.execute(
-        f"SELECT DISTINCT hour FROM rollup_dirty WHERE {_IN_RANGE} ORDER BY hour",
-        [lo, hi],
-    ).fetchall()
-    dirty = [r[0] for r in rows]
-    raw: list[tuple[datetime | None, datetime | None]] = []
-    if start is not None and lo is not None and start < lo:
-        raw.append((start, lo))
-    for hour in dirty:  # contiguous dirty hours become one interval
-        if raw and raw[-1][1] == hour:
-            raw[-1] = (raw[-1][0], hour + HOUR)
-        else:
-            raw.append((hour, hour + HOUR))
-    if end is not None and hi is not None and hi < end:
-        if raw and raw[-1][1] == hi:
-            raw[-1] = (raw[-1][0], end)
-        else:
-            raw.append((hi, end))
-    return Split(lo, hi, dirty, raw)
 
 
 def _rollup_where(flt: Filter, sp: Split) -> tuple[str, list]:
     dims, params = flt.dims_where()
-    where = f"{_IN_RANGE} AND NOT list_contains(?, hour) AND {dims}"
+    where = f"{IN_RANGE} AND NOT list_contains(?, hour) AND {dims}"
     return where, [sp.lo, sp.hi, sp.dirty, *params]
 
 
@@ -117,22 +52,6 @@ def _raw_selects(
         parts.append(template.replace("{src}", src))
         params += [*(lead or []), start, end, *dim_params, *(tail or [])]
     return parts, params
-
-
-def local_split(cur: duckdb.DuckDBPyConnection, flt: Filter, tz: str) -> Split | None:
-    """`split`, when every rolled-up hour of the window lies inside one local hour of `tz`
-    (its UTC offset is whole hours then), so hours can be summed into local hours and days;
-    else None (read raw: at +05:30 a UTC hour straddles two local hours)."""
-    sp = split(cur, flt)
-    if sp is None:
-        return None
-    zone = ZoneInfo(tz)
-    hours = cur.execute(
-        f"SELECT DISTINCT hour FROM rollup_shapes WHERE {_IN_RANGE}", [sp.lo, sp.hi]
-    ).fetchall()
-    # astimezone: ZoneInfo.utcoffset(dt) would read dt's wall clock as local time.
-    whole = all(h[0].astimezone(zone).utcoffset().total_seconds() % 3600 == 0 for h in hours)
-    return sp if whole else None
 
 
 def values_over_time(
@@ -178,7 +97,7 @@ def values_over_time(
     for code in codes:
         rows = (frame["measure"] == code).to_numpy()
         n = frame["n"].to_numpy()[rows]
-        est = _group_estimates(
+        est = group_estimates(
             g[rows],
             frame["b"].to_numpy()[rows],
             n,
@@ -253,37 +172,6 @@ def local_hour_counts(
     return matrix
 
 
-def _group_estimates(
-    group: np.ndarray,
-    buckets: np.ndarray,
-    counts: np.ndarray,
-    vmax: np.ndarray,
-    groups: int,
-    quantiles: tuple[float, ...],
-) -> np.ndarray:
-    """`_estimate` for many groups at once (rows sorted by group, then bucket): one row per
-    group, one column per quantile, NaN for a group without rows."""
-    out = np.full((groups, len(quantiles)), np.nan)
-    if not len(counts):
-        return out
-    cum = np.cumsum(counts)
-    totals = np.bincount(group, weights=counts, minlength=groups).astype(np.int64)
-    present = np.flatnonzero(totals)
-    before = np.concatenate([[0], np.cumsum(totals)[:-1]])[present]
-    n = totals[present]
-    top = np.full(groups, -np.inf)
-    np.maximum.at(top, group, vmax)
-    mids = 2 * GAMMA ** (buckets.astype(float) + 1) / (GAMMA + 1)
-    mids[buckets == ZERO_BUCKET] = 0.0
-    for j, p in enumerate(quantiles):
-        pos = p * (n - 1)
-        k = np.floor(pos)
-        first = mids[np.searchsorted(cum, before + k, side="right")]
-        second = mids[np.searchsorted(cum, before + np.minimum(k + 1, n - 1), side="right")]
-        out[present, j] = np.minimum(first + (pos - k) * (second - first), top[present])
-    return out
-
-
 def half_octave_counts(cur: duckdb.DuckDBPyConnection, flt: Filter, sp: Split) -> np.ndarray:
     """Request counts per (half-octave ISL bin, half-octave OSL bin) over the window."""
     where, params = _rollup_where(flt, sp)
@@ -346,7 +234,7 @@ def gap_quantiles(
         params + raw_params,
         "pb, b",
     )
-    return None if rows is None else _per_bin(rows, "pb", quantiles)
+    return None if rows is None else per_bin(rows, "pb", quantiles)
 
 
 def ttft_by_isl(
@@ -375,53 +263,7 @@ def ttft_by_isl(
     sx, sy, sxy, sxx = (float(rows[c].sum()) for c in ("sx", "sy", "sxy", "sxx"))
     spread = n * sxx - sx * sx
     slope = (n * sxy - sx * sy) / spread if n > 1 and spread > 0 else None
-    return _per_bin(rows, "bin", quantiles), slope
-
-
-def _per_bin(
-    rows: dict[str, np.ndarray], key: str, quantiles: tuple[float, ...]
-) -> dict[int, tuple[int, list[float]]]:
-    """bin -> (count, [quantile estimates]) from rows ordered by `key`, then bucket `b`."""
-    bins, group = np.unique(rows[key], return_inverse=True)
-    counts = rows["n"].astype(np.int64)
-    est = _group_estimates(group, rows["b"], counts, rows["vmax"], len(bins), quantiles)
-    totals = np.bincount(group, weights=counts, minlength=len(bins))
-    return {int(k): (int(totals[i]), est[i].tolist()) for i, k in enumerate(bins)}
-
-
-def _estimate(buckets: np.ndarray, counts: np.ndarray, top: float, p: float) -> float:
-    """quantile_cont's interpolation between the two ranks it uses, on their buckets'
-    midpoints: each is within RELATIVE_ERROR of its value, so the result is of the truth."""
-    cum = np.cumsum(counts)
-    pos = p * (int(cum[-1]) - 1)
-    k = int(np.floor(pos))
-    frac = pos - k
-    first = _mid(buckets[np.searchsorted(cum, k, side="right")])
-    second = _mid(buckets[np.searchsorted(cum, min(k + 1, int(cum[-1]) - 1), side="right")])
-    return min(first + frac * (second - first), top)
-
-
-def _mid(bucket: int) -> float:
-    return 0.0 if bucket == ZERO_BUCKET else 2 * GAMMA ** (int(bucket) + 1) / (GAMMA + 1)
-
-
-@dataclass(frozen=True)
-class MeasureStats:
-    """One measure of one group: quantile estimates, and the exact max, count and sum."""
-
-    quantiles: list[float]
-    top: float
-    n: int
-    total: float
-
-
-@dataclass(frozen=True)
-class GroupStats:
-    """Per measure stats of one group (None: no value of that measure), and its requests
-    whose status is not ok."""
-
-    measures: dict[str, MeasureStats | None]
-    not_ok: int
+    return per_bin(rows, "bin", quantiles), slope
 
 
 def value_stats(
@@ -471,7 +313,7 @@ def value_stats(
             buckets, counts = rows["b"][mask], rows["n"][mask].astype(np.int64)
             top = float(rows["vmax"][mask].max())
             measures[measure] = MeasureStats(
-                [_estimate(buckets, counts, top, p) for p in quantiles],
+                [estimate(buckets, counts, top, p) for p in quantiles],
                 top,
                 int(counts.sum()),
                 float(rows["vsum"][mask].sum()),

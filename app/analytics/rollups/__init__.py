@@ -1,0 +1,36 @@
+"""Long windows read from the hourly rollups, their edges and dirty hours from raw rows.
+
+A window [start, end) of at least MIN_HOURS whole hours is split into whole UTC hours whose
+rollups are clean (from `rollup_shapes` / `rollup_values`) and the rest (partial hours at the
+ends, hours marked dirty by a recent write) scanned raw and binned the same way, so every
+request of the window is counted exactly once: `windows` plans the split, `sql` runs the
+queries, `sketch` turns bucketed counts into quantile estimates. See app/storage/rollups.py.
+"""
+
+from app.analytics.rollups.sketch import GroupStats, MeasureStats
+from app.analytics.rollups.sql import (
+    gap_quantiles,
+    half_octave_counts,
+    local_hour_counts,
+    sums_over_time,
+    ttft_by_isl,
+    value_stats,
+    values_over_time,
+)
+from app.analytics.rollups.windows import MIN_HOURS, Split, local_split, split
+
+__all__ = [
+    "MIN_HOURS",
+    "GroupStats",
+    "MeasureStats",
+    "Split",
+    "gap_quantiles",
+    "half_octave_counts",
+    "local_hour_counts",
+    "local_split",
+    "split",
+    "sums_over_time",
+    "ttft_by_isl",
+    "value_stats",
+    "values_over_time",
+]
