@@ -8,7 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from app.analytics.shapes import HeatMap
-from app.charts.figures import Bounds, bin_labels, bin_position, heatmap_figure, tokens_label
+from app.charts.heatmap import Bounds, heatmap_figure
+from app.charts.style import bin_labels, bin_position, tokens_label
 from app.dashboard import filterbar
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

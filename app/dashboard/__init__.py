@@ -1,1 +1,1 @@
-"""The Dash app on the FastAPI server: shell, pages, figures."""
+"""The Dash app on the FastAPI server: shell, pages, filter bar and load-time speedups."""

@@ -14,7 +14,8 @@ from plotly.colors import sample_colorscale
 
 from app.analytics import overview, shapes
 from app.analytics.filters import Filter
-from app.charts.figures import HEAT_SCALE, bin_labels
+from app.charts.heatmap import HEAT_SCALE
+from app.charts.style import bin_labels
 from app.jobs.schedule import week_bounds
 from app.services import profiles
 from app.services.rightsizing import NoProfile, engine_drift, recommend, seasonal

@@ -8,7 +8,7 @@ from datetime import datetime
 from dash import dcc, html
 
 from app.analytics import latency, windows
-from app.charts import figures
+from app.charts import latency as charts
 from app.dashboard import filterbar, ids
 from app.dashboard.pages import register_page
 from app.storage.database import Database
@@ -69,31 +69,31 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
                     _card(
                         "Time to first token",
                         ids.LATENCY_TTFT_TREND,
-                        figures.trend_figure(trend, "ttft_ms", "TTFT"),
+                        charts.trend_figure(trend, "ttft_ms", "TTFT"),
                     ),
                     _card(
                         "Inter-token latency",
                         ids.LATENCY_ITL_TREND,
-                        figures.trend_figure(trend, "itl_ms", "ITL"),
+                        charts.trend_figure(trend, "itl_ms", "ITL"),
                     ),
                     _card(
                         "End to end",
                         ids.LATENCY_E2E_TREND,
-                        figures.trend_figure(trend, "e2e_ms", "E2E"),
+                        charts.trend_figure(trend, "e2e_ms", "E2E"),
                     ),
                     _card(
                         "TTFT vs input length",
                         ids.LATENCY_TTFT_ISL,
-                        figures.ttft_isl_figure(ttft),
+                        charts.ttft_isl_figure(ttft),
                         slope_note,
                     ),
                     _card(
                         "ITL vs output token position",
                         ids.LATENCY_ITL_POSITION,
-                        figures.itl_position_figure(positions),
+                        charts.itl_position_figure(positions),
                         _position_note(positions),
                     ),
-                    _card("Time to completion", ids.LATENCY_E2E_DIST, figures.e2e_figure(e2e)),
+                    _card("Time to completion", ids.LATENCY_E2E_DIST, charts.e2e_figure(e2e)),
                 ],
                 className="two-col",
             ),

@@ -17,7 +17,8 @@ from dash import Dash, Input, Output, State, dcc, html
 from app.analytics import shapes
 from app.analytics.filters import Filter
 from app.auth import principal
-from app.charts.figures import Bounds, heatmap_figure, memory_figure
+from app.charts.heatmap import Bounds, heatmap_figure
+from app.charts.memory import memory_figure
 from app.dashboard import filterbar, ids
 from app.dashboard.findings import drift_panel
 from app.dashboard.pages import register_page

@@ -12,7 +12,8 @@ from dash import dcc, html
 
 from app.analytics import shapes, traffic
 from app.analytics.filters import Filter
-from app.charts.figures import heatmap_figure, replicas_figure, weekday_hour_figure
+from app.charts.heatmap import heatmap_figure
+from app.charts.traffic import replicas_figure, weekday_hour_figure
 from app.dashboard import filterbar, ids
 from app.dashboard.pages import graph, graph_card, register_page
 from app.services import profiles as profile_store

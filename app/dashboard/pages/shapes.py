@@ -12,7 +12,7 @@ from datetime import datetime
 from dash import Dash, Input, Output, dcc, html
 
 from app.analytics import shapes
-from app.charts.figures import Bounds, heatmap_figure
+from app.charts.heatmap import Bounds, heatmap_figure
 from app.dashboard import filterbar, ids
 from app.dashboard.pages import register_page, safe
 from app.services import profiles

@@ -8,7 +8,7 @@ from datetime import datetime
 from dash import html
 
 from app.analytics import traffic, windows
-from app.charts import figures
+from app.charts import traffic as charts
 from app.dashboard import filterbar, ids
 from app.dashboard.pages import graph_card, register_page
 from app.storage.database import Database
@@ -36,12 +36,12 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
                 className="muted",
             ),
             graph_card(
-                "Requests and tokens per second", ids.TRAFFIC_RATES, figures.rates_figure(rates)
+                "Requests and tokens per second", ids.TRAFFIC_RATES, charts.rates_figure(rates)
             ),
             graph_card(
                 "When requests arrive",
                 ids.TRAFFIC_MATRIX,
-                figures.weekday_hour_figure(matrix, tz),
+                charts.weekday_hour_figure(matrix, tz),
                 html.P(
                     "Request counts per weekday and hour of day over the window.",
                     className="muted",
