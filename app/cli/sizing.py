@@ -1,0 +1,217 @@
+"""`tokenshape recommend` and `tokenshape seasonal`: an engine sized to its recent traffic."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from app.cli.common import command, settings_for
+from app.storage.database import Database
+
+if TYPE_CHECKING:
+    from app.cli.common import Subparsers
+    from app.config import Settings
+    from app.services.rightsizing import SeasonalReport
+    from app.sizing.rightsize import Recommendation
+    from app.sizing.seasonal import Seasonal
+
+SPANS = {"h": 3600, "d": 86400, "w": 7 * 86400}
+ENGINE = "engine name (with a stored profile)"
+
+
+def add_recommend(subparsers: Subparsers) -> None:
+    """Add `recommend`."""
+    rec = command(
+        subparsers, "recommend", cmd_recommend, "Rightsize an engine from its recent traffic."
+    )
+    rec.add_argument("--engine", required=True, help=ENGINE)
+    rec.add_argument("--since", default="7d", help="window up to now: 24h, 7d, 2w (default 7d)")
+    rec.add_argument(
+        "--coverage", type=_coverage, default=0.999, help="share of requests to fit (default 0.999)"
+    )
+    rec.add_argument(
+        "--granularity",
+        type=_granularity,
+        default=256,
+        help="round bounds up to this (default 256)",
+    )
+    rec.add_argument("--json", action="store_true", help="print the recommendation as JSON")
+
+
+def add_seasonal(subparsers: Subparsers) -> None:
+    """Add `seasonal`."""
+    sea = command(subparsers, "seasonal", cmd_seasonal, "Day/night engine plans for an engine.")
+    sea.add_argument("--engine", required=True, help=ENGINE)
+    sea.add_argument(
+        "--weeks",
+        type=int,
+        choices=range(1, 13),
+        default=4,
+        metavar="1..12",
+        help="whole weeks up to now (default 4)",
+    )
+    sea.add_argument(
+        "--headroom", type=_headroom, default=0.2, help="spare capacity per hour (default 0.2)"
+    )
+    sea.add_argument(
+        "--weekends", action="store_true", help="also plan weekdays and weekends separately"
+    )
+    sea.add_argument("--json", action="store_true", help="print the plans as JSON")
+
+
+def _since(text: str) -> timedelta:
+    """'7d', '24h', '2w' as a timedelta."""
+    unit = text[-1:].lower()
+    if unit not in SPANS or not text[:-1].isdigit() or int(text[:-1]) < 1:
+        raise ValueError(f"--since {text!r}: use a count and a unit, e.g. 24h, 7d or 2w")
+    return timedelta(seconds=int(text[:-1]) * SPANS[unit])
+
+
+def _coverage(text: str) -> float:
+    """--coverage: a share strictly between 0.5 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.5 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: use a share between 0.5 and 1, e.g. 0.999")
+    return value
+
+
+def _headroom(text: str) -> float:
+    """--headroom: a share of spare capacity, 0 to 2."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 2:
+        raise argparse.ArgumentTypeError(f"{text!r}: use a share between 0 and 2, e.g. 0.2")
+    return value
+
+
+def _granularity(text: str) -> int:
+    """--granularity: a positive whole number of tokens."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: use a positive number of tokens, e.g. 256")
+    return int(text)
+
+
+def _engine_report(
+    args: argparse.Namespace,
+    build: Callable[[Database, Settings], Any],
+    as_dict: Callable[[Any], dict],
+) -> tuple[Any, int]:
+    """Build an engine's report from the database (read-only). Prints the JSON (--json) or the
+    verdict line; returns (report, 0) when the caller prints the rest, else (None, exit code)."""
+    from app.services.rightsizing import NoProfile
+
+    settings = settings_for(args)
+    with Database(settings.db, read_only=True).open() as db:
+        try:
+            r = build(db, settings)
+        except NoProfile as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return None, 1
+    if args.json:
+        print(json.dumps(as_dict(r), indent=2, default=str))
+        return None, 0
+    print(f"{r.engine}: {r.verdict}")
+    return r, 0
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    """Print an engine's rightsizing recommendation (text, or JSON with --json)."""
+    from app.services.rightsizing import recommend, recommendation_dict
+
+    end = datetime.now(UTC)
+    start = end - _since(args.since)
+    r, code = _engine_report(
+        args,
+        lambda db, _settings: recommend(
+            db,
+            args.engine,
+            start=start,
+            end=end,
+            coverage=args.coverage,
+            granularity=args.granularity,
+        ),
+        recommendation_dict,
+    )
+    if r is None:
+        return code
+    _print_recommendation(r, args.since)
+    return 0
+
+
+def _print_recommendation(r: Recommendation, since: str) -> None:
+    """The bounds now and after, the refusals, the engine commands and the notes."""
+    if r.recommended:
+        cur, rec = r.current, r.recommended
+        print(f"  requests in the last {since}: {r.traffic.requests:,}")
+        for name in ("max_input_len", "max_seq_len", "max_batch_size", "max_num_tokens"):
+            now, after = getattr(cur, name), getattr(rec, name)
+            print(f"  {name:<15} {_n(now):>10} -> {_n(after):>10}")
+        print(
+            f"  refused by the bounds: now {_n(r.rejected_current)}, "
+            f"after {_n(r.rejected_recommended)}"
+        )
+        for framework, script in r.commands.items():
+            print(f"  {framework}:")
+            for line in script.splitlines():
+                print(f"    {line}")
+    for note in r.notes:
+        print(f"  note: {note}")
+
+
+def cmd_seasonal(args: argparse.Namespace) -> int:
+    """Print an engine's day/night plans (text, or JSON with --json)."""
+    from app.services.rightsizing import seasonal, seasonal_dict
+
+    r, code = _engine_report(
+        args,
+        lambda db, settings: seasonal(
+            db,
+            args.engine,
+            now=datetime.now(UTC),
+            tz=settings.tz,
+            weeks=args.weeks,
+            headroom=args.headroom,
+            threshold=settings.seasonal_threshold,
+            day_types=args.weekends,
+        ),
+        seasonal_dict,
+    )
+    if r is None:
+        return code
+    if r.result:
+        _print_plans(r, r.result)
+    return 0
+
+
+def _print_plans(r: SeasonalReport, result: Seasonal) -> None:
+    """A line per plan (static, hourly, split), the weekday verdict and the engine commands."""
+    from app.sizing.seasonal import window_label
+
+    print(f"  {r.requests:,} requests over {r.weeks} weeks, hours in {r.tz}")
+    for plan in (result.static, result.hourly, result.split):
+        if plan is None:
+            continue
+        windows = ", ".join(
+            f"{window_label(c.hours)} max_seq_len {c.max_seq_len:,}" for c in plan.configs
+        )
+        cost = f", {plan.cost_week:,.0f} per week" if plan.cost_week is not None else ""
+        print(f"  {plan.name:<9} {plan.gpu_hours_week:>8,.0f} GPU-hours/week{cost}  ({windows})")
+    if r.day_types:
+        print(f"  weekdays/weekends: {r.day_types.verdict}")
+    for block in r.commands:
+        print(f"  {block['window']}:")
+        print(f"    {block[next(k for k in block if k != 'window')]}")
+
+
+def _n(value: int | None) -> str:
+    """A count with thousands separators, or a dash for none."""
+    return "–" if value is None else f"{value:,}"
