@@ -37,7 +37,7 @@ def routes_for(router: APIRouter, paths: frozenset[str]) -> dict[str, tuple[APIR
     routers in private wrappers, so their routes are looked up where they are declared)."""
     found: dict[str, tuple[APIRoute, Endpoint]] = {}
     for route in router.routes:
-        if isinstance(route, APIRoute) and route.path in paths and "POST" in route.methods:
+        if isinstance(route, APIRoute) and route.path in paths and "POST" in route.methods:  # type: ignore[operator]  # an APIRoute's methods are a set
             names = tuple(inspect.signature(route.endpoint).parameters)
             if names != PARAMETERS:
                 raise TypeError(f"{route.path}: the ingest lane calls {PARAMETERS}, not {names}")

@@ -283,17 +283,17 @@ def _build_rows(
                 f"ttft_ms: time to first token ({t_np[i]:g} ms) exceeds the total time "
                 f"e2e_ms ({e_np[i]:g} ms)",
             )
-    for i, message in sorted(bad.items()):
-        rejects.append(Reject(indexes[i], message.split(":", 1)[0], message, raw_of(records[i])))
+    for at, message in sorted(bad.items()):
+        rejects.append(Reject(indexes[at], message.split(":", 1)[0], message, raw_of(records[at])))
 
     rid = [rec.request_id for rec in records]
     request_ids = cols["request_id"]
     if request_ids is None or request_ids.null_count:
-        for i, value in enumerate(rid):
+        for at, value in enumerate(rid):
             if value is None:
-                rid[i] = content_id(records[i])
+                rid[at] = content_id(records[at])
         request_ids = pa.array(rid, pa.string())
-    hashes = key_hashes_of(zip(repeat(gateway), rid), n)
+    hashes = key_hashes_of(zip(repeat(gateway), rid), n)  # type: ignore[arg-type]  # no None left in rid
     table = pa.table(
         [
             pa.repeat(pa.scalar(gateway, pa.string()), n),

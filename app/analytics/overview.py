@@ -157,7 +157,7 @@ def kpis(
         params,
     )
     assert row is not None
-    out: dict[str, float | None] = {
+    out = {
         "requests": int(row[0]),
         "input_tokens": int(row[1]),
         "output_tokens": int(row[2]),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
+from typing import TypedDict
 from zoneinfo import ZoneInfo
 
 import duckdb
@@ -12,6 +13,16 @@ import numpy as np
 from app.analytics.filters import Filter
 
 HOUR_QUANTILES = (0.5, 0.99, 0.999)
+
+
+class HourlyLoad(TypedDict):
+    """What `hourly_load` returns."""
+
+    cells: list[tuple[str, int, int, float, float, int]]
+    hist: dict[str, np.ndarray]
+    footprint_sum: np.ndarray
+    count: np.ndarray
+    quantiles: dict[int, dict[str, list[float]]]
 
 
 def local_hour_seconds(start: datetime, end: datetime, tz: str) -> dict[tuple[str, int], int]:
@@ -34,7 +45,7 @@ def hourly_load(
     tz: str,
     granularity: int,
     max_tokens: int = 1 << 20,
-) -> dict[str, object]:
+) -> HourlyLoad:
     """Per (local date, hour): requests, KV token-seconds and E2E sums; per hour: g-wide ISL,
     OSL and ISL + OSL histograms and the KV footprint sum (for E[ISL + OSL/2])."""
     where, params = flt.where()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import SupportsFloat, cast
 
 import duckdb
 import numpy as np
@@ -103,9 +104,10 @@ def quantiles(cur: duckdb.DuckDBPyConnection, flt: Filter, *, exact: bool = Fals
     row = first_row(cur, f"SELECT {selects} FROM requests WHERE {where}", params)
     out = Quantiles()
     for k, measure in enumerate(MEASURES):
-        qs, top, n = (row[3 * k], row[3 * k + 1], row[3 * k + 2]) if row else (None, None, 0)
-        values = dict(zip(QUANTILE_NAMES, qs if n else [None] * 4, strict=True))
-        values["max"] = float(top) if n else None
+        found_qs, top, n = (row[3 * k], row[3 * k + 1], row[3 * k + 2]) if row else (None, None, 0)
+        # n > 0 only with a row: its quantiles are a list and its max a number.
+        values = dict(zip(QUANTILE_NAMES, cast(list, found_qs) if n else [None] * 4, strict=True))
+        values["max"] = float(cast(SupportsFloat, top)) if n else None
         out[measure] = {k2: (None if v is None else float(v)) for k2, v in values.items()}
     return out
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Response
 from pydantic import BaseModel, Field
@@ -13,7 +13,7 @@ from app.server.deps import CredentialsDep
 from app.services.credentials import TokenInfo
 
 router = APIRouter(tags=["admin"], dependencies=[Depends(require_scope("admin"))])
-_ERRORS = {
+_ERRORS: dict[int | str, dict[str, Any]] = {  # FastAPI's type for `responses`
     401: {"description": "Missing, unknown or revoked token."},
     403: {"description": "The token is not an admin token."},
 }

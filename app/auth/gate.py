@@ -17,7 +17,7 @@ from datetime import datetime
 from urllib.parse import quote
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.auth import cookies, principal
@@ -162,7 +162,7 @@ class AuthGate:
             and not any(h in request.headers for h in PROXY_HEADERS)
         )
 
-    async def _admin_only(self, scope: Scope, receive: Receive) -> tuple[object, Receive]:
+    async def _admin_only(self, scope: Scope, receive: Receive) -> tuple[Response | None, Receive]:
         """403 for a non-admin asking for an admin page or an admin callback.
 
         The pages and callbacks refuse too; this makes the refusal a plain 403 before any of
@@ -195,7 +195,7 @@ class AuthGate:
 
         return None, replay
 
-    def _admit(self, scope: Scope) -> tuple[Principal | None, object]:
+    def _admit(self, scope: Scope) -> tuple[Principal | None, Response | None]:
         """(who, None) to let the request through, or (None, a response) to refuse it."""
         request = Request(scope)
         path, method = scope["path"], scope["method"]

@@ -115,7 +115,7 @@ async def login(request: Request) -> Response:
     client = request.client.host if request.client else "?"
     wait = _throttled(state, client)
     if wait > 0:
-        response = _page(
+        response: Response = _page(
             request,
             429,
             message=f"Too many failed logins: wait {int(wait) + 1} s and try again.",

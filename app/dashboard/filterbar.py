@@ -46,7 +46,7 @@ class View:
         return Filter(
             start=self.start,
             end=self.end,
-            **{f"{d}s": ((self.choices[d],) if self.choices.get(d) else ()) for d in DIMENSIONS},
+            **{f"{d}s": ((self.choices[d],) if self.choices.get(d) else ()) for d in DIMENSIONS},  # type: ignore[arg-type]  # keys: the str-tuple fields models..tenants
         )
 
 

@@ -59,7 +59,7 @@ class _Dash(Dash):
         if not plotlyjs.partial_plotly_usable():
             super()._setup_plotlyjs()
 
-    def interpolate_index(self, **kwargs: str) -> str:
+    def interpolate_index(self, **kwargs: str) -> str:  # type: ignore[override]  # Dash passes keywords only
         """Dash's page, without the Babel polyfill when its runtime is served instead, and
         with dcc.Graph's lazily loaded chunk fetched up front (see polyfill.preload_graph)."""
         if self.runtime_served:
@@ -77,13 +77,13 @@ def mount(server: FastAPI, runtime: Runtime) -> Dash:
     partial = plotlyjs.partial_plotly_usable()
     app = _Dash(
         __name__,
-        server=server,
+        server=server,  # type: ignore[arg-type]  # Dash hint omits server instances
         use_pages=True,
         pages_folder="",
         assets_folder=str(plotlyjs.STATIC),
         assets_ignore=plotlyjs.OLD_BUNDLE if partial else plotlyjs.STALE_BUNDLE,
         title="tokenshape",
-        update_title=None,
+        update_title=None,  # type: ignore[arg-type]  # Dash documents None; hint: str
         suppress_callback_exceptions=True,
         use_async=True,  # layouts and callbacks are coroutines that query in a worker thread
     )
@@ -161,7 +161,7 @@ def _shell(logo: str) -> html.Div:
             html.Main(
                 dcc.Loading(
                     _page_container(who),
-                    target_components={PAGES_CONTENT: "children"},
+                    target_components={PAGES_CONTENT: "children"},  # type: ignore[arg-type]  # Dash stub: empty TypedDict
                     delay_show=300,
                     overlay_style={"visibility": "visible", "opacity": 0.55},
                     type="dot",
@@ -187,6 +187,7 @@ def _page_container(who: Principal | None) -> html.Div:
     content = ready_page(path, search, PAGE_WAIT_S) if entry is not None else None
     if content is None:
         return dash.page_container
+    assert entry is not None  # no entry, no content
     return html.Div(
         [
             dcc.Location(id=PAGES_LOCATION, refresh="callback-nav", pathname=path, search=search),

@@ -6,10 +6,14 @@ import asyncio
 import logging
 import re
 from datetime import UTC, date, datetime, time, timedelta
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from app.jobs.base import Job
 from app.jobs.cron import Cron
+
+if TYPE_CHECKING:
+    from app.reports.send import Outcome
 
 log = logging.getLogger("tokenshape.reports")
 
@@ -86,7 +90,7 @@ class ReportScheduler(Job):
         self.sent = sent  # week -> bool: sent (or in doubt) already
         self.clock = clock
         self.sleep = sleep or asyncio.sleep
-        self.last = None  # the last Outcome or error, for /api/health
+        self.last: Outcome | str | None = None  # the last Outcome or error, for /api/health
         self.next: datetime | None = None
 
     def due(self, now: datetime) -> str | None:

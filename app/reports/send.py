@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from email.message import EmailMessage
 from email.utils import getaddresses
+from typing import Any
 
 from app.config import Settings, is_loopback
 from app.jobs.schedule import canonical_week, week_bounds
@@ -65,7 +66,7 @@ def transmit(
         )
     context = ssl.create_default_context()
     smtp_class = smtplib.SMTP_SSL if settings.smtp_tls == "ssl" else smtplib.SMTP
-    kwargs = {"context": context} if settings.smtp_tls == "ssl" else {}
+    kwargs: dict[str, Any] = {"context": context} if settings.smtp_tls == "ssl" else {}
     try:
         s = smtp_class(settings.smtp_host, settings.smtp_port, timeout=timeout, **kwargs)
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import cast
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -194,8 +195,14 @@ def generate(
     # Load of each engine per hour drives queueing and decode slowdown.
     engine_load = {}
     for name in ENGINES:
-        weights = sum(
-            w.share * _rhythm(w.rhythm, local_hour, weekday) for w in WORKLOADS if w.engine == name
+        # An array, not sum()'s start 0: every engine in ENGINES has a workload.
+        weights = cast(
+            np.ndarray,
+            sum(
+                w.share * _rhythm(w.rhythm, local_hour, weekday)
+                for w in WORKLOADS
+                if w.engine == name
+            ),
         )
         engine_load[name] = weights / weights.max()
     for k, w in enumerate(WORKLOADS):

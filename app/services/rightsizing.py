@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
 from app.analytics.drift import WEEK, beyond, engine_weeks
 from app.analytics.engine_load import engine_load, rejected
 from app.analytics.filters import Filter
-from app.analytics.seasonal import hourly_load, local_hour_seconds
+from app.analytics.seasonal import HourlyLoad, hourly_load, local_hour_seconds
 from app.services.profiles import NoProfile, load_profile, problem, stored_profiles
 from app.sizing.catalog import GIB
 from app.sizing.commands import commands
@@ -183,7 +183,7 @@ def seasonal(
     start = end - timedelta(weeks=weeks)
     seconds = local_hour_seconds(start, end, tz)
 
-    def demand_for(weekdays: tuple[int, ...]) -> tuple[dict, HourDemand | None]:
+    def demand_for(weekdays: tuple[int, ...]) -> tuple[HourlyLoad, HourDemand | None]:
         flt = Filter(start=start, end=end, engines=(engine,), weekdays=weekdays, tz=tz)
         load = hourly_load(
             db.cursor(), flt, tz, granularity, profile.spec().max_position_embeddings
@@ -238,7 +238,8 @@ def seasonal(
             part = demand_for(weekdays)[1]
             parts.append(plans_for(part, days) if part is not None else None)
         if all(isinstance(part, Seasonal) for part in parts):
-            split_days = by_day_type(result, parts[0], parts[1])
+            # all(isinstance(...)) does not narrow the items: both are Seasonal here.
+            split_days = by_day_type(result, cast(Seasonal, parts[0]), cast(Seasonal, parts[1]))
     windows = result.split.configs if result.split else []
     cmds = [
         commands(
@@ -303,7 +304,7 @@ def seasonal_dict(r: SeasonalReport) -> dict[str, Any]:
                 "in_flight_peak": round(float(d.in_flight[h]), 3),
                 "kv_tokens_peak": round(float(d.kv_tokens[h]), 1),
                 **{
-                    f"{m}_{name}": (r.quantiles.get(h, {}).get(m) or [None] * 3)[k]
+                    f"{m}_{name}": (r.quantiles.get(h, {}).get(m) or [None] * 3)[k]  # type: ignore[list-item]  # mypy: [None] * 3 as list[float]
                     for m in ("isl", "osl")
                     for k, name in enumerate(("p50", "p99", "p99.9"))
                 },

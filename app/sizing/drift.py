@@ -89,7 +89,7 @@ def _beyond(engine: str, bounds: tuple, counts: tuple) -> list[Finding]:
 
 
 def _over(engine: str, bounds: tuple, last: Mapping) -> list[Finding]:
-    out = []
+    out: list[Finding] = []
     rows = (
         ("over_provisioned_input", "max_input_len", bounds[0], last.get("isl_p999"), "ISL"),
         ("over_provisioned_seq", "max_seq_len", bounds[1], last.get("seq_p999"), "ISL + OSL"),

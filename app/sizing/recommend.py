@@ -117,8 +117,8 @@ def batch_and_step(
                     f"max_batch_size covers the peak minute's {demand:,.1f} requests in flight "
                     f"+{headroom:.0%}; the KV cache would hold about {room:,}"
                 )
-    wanted = min(max(t.peak_prefill_tps * STEP_SECONDS, MIN_STEP_TOKENS), MAX_STEP_TOKENS)
-    step = round_up(wanted, DEFAULT_GRANULARITY)
+    step_wanted = min(max(t.peak_prefill_tps * STEP_SECONDS, MIN_STEP_TOKENS), MAX_STEP_TOKENS)
+    step = round_up(step_wanted, DEFAULT_GRANULARITY)
     if step < max_input:
         notes.append(
             f"prompts longer than max_num_tokens ({step:,}) are prefilled in chunks: on by "

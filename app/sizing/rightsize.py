@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TypedDict
 
 from app.sizing.catalog import GIB, GPUS, dtype_supported
 from app.sizing.commands import commands
@@ -136,6 +137,16 @@ def _whatifs(profile: EngineProfile, rec: Bounds, t: Traffic) -> list[WhatIf]:
     return out
 
 
+class _Common(TypedDict):
+    """The fields every Recommendation that `rightsize` builds shares."""
+
+    engine: str
+    coverage: float
+    granularity: int
+    traffic: Traffic
+    current: Bounds
+
+
 def rightsize(
     engine: str,
     profile: EngineProfile,
@@ -149,7 +160,7 @@ def rightsize(
 ) -> Recommendation:
     """Assemble the recommendation; rejected = (by current bounds, by recommended bounds)."""
     cur = current_bounds(profile)
-    base = {
+    base: _Common = {
         "engine": engine,
         "coverage": coverage,
         "granularity": granularity,

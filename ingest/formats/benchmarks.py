@@ -26,10 +26,11 @@ def _text_tokens(text: str) -> int:
 def _prompt_text(payload: object) -> tuple[str, str | None]:
     """The prompt text and the model of a GenAI-Perf request payload (OpenAI chat/completions)."""
     if isinstance(payload, str):
+        text = payload
         try:
-            payload = json.loads(payload)
+            payload = json.loads(text)
         except ValueError:
-            return payload, None
+            return text, None
     if not isinstance(payload, dict):
         return "", None
     model = payload.get("model") if isinstance(payload.get("model"), str) else None
@@ -82,8 +83,13 @@ def genai_perf_rows(
     characters / 4, both marked estimated."""
     counter = None
     if tokenizer is not None:
-        from tokenizers import Tokenizer
-
+        try:
+            from tokenizers import Tokenizer
+        except ImportError:  # an optional extra (pyproject.toml): the server does without it
+            raise BenchmarkFormatError(
+                "genai-perf: --tokenizer needs the tokenizers package, which is not installed: "
+                "pip install 'tokenshape[tokenizer]' (or drop --tokenizer to estimate tokens)"
+            ) from None
         try:
             counter = Tokenizer.from_file(str(tokenizer))
         except Exception as exc:  # the library raises its own exception types

@@ -79,7 +79,7 @@ def to_native(item: object) -> dict:
     start = _seconds(item.get("startTime"), "startTime")
     end = _seconds(item.get("endTime"), "endTime")
     first = _seconds(item.get("completionStartTime"), "completionStartTime")
-    metadata = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
+    metadata: dict = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}  # type: ignore[assignment]  # a dict: checked
     rec: dict = {
         "request_id": item.get("id"),
         "model": item.get("model_group") or item.get("model"),

@@ -122,7 +122,7 @@ def _log_record(log) -> tuple[dict | None, str | None, str | None]:
     start = log.time_unix_nano or log.observed_time_unix_nano
     duration = attrs.get("gen_ai.client.operation.duration")
     numeric = isinstance(duration, int | float) and not isinstance(duration, bool)
-    end = start + int(duration * 1e9) if numeric and math.isfinite(duration) and start else 0
+    end = start + int(duration * 1e9) if numeric and math.isfinite(duration) and start else 0  # type: ignore[operator, arg-type]  # numeric: int or float
     return _from(attrs, start, end, False, log.span_id.hex(), "")
 
 
@@ -196,7 +196,7 @@ def parse(
             mapped.append(rec)
             origin.append(index)
         elif field is not None:
-            rejects.append(Reject(index, field, message, json_format.MessageToJson(item)[:4096]))
+            rejects.append(Reject(index, field, message, json_format.MessageToJson(item)[:4096]))  # type: ignore[arg-type]  # a field comes with its message
         else:
             ignored += 1
         index += 1

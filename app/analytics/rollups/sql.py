@@ -4,6 +4,8 @@ builds the tables)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import duckdb
 import numpy as np
 import pandas as pd
@@ -201,20 +203,21 @@ def _merged(
     keys: str,
     *,
     frame: bool = False,
-):
+) -> Any:
     """`select` (aggregates grouped by `keys`) over the rollup rows `rolled` and the raw
-    parts, all flagged `rolled` or not; None when no row came from the rollups (the caller's
-    exact path is as fast then)."""
+    parts, all flagged `rolled` or not, as a DataFrame (`frame`) or numpy columns; None when
+    no row came from the rollups (the caller's exact path is as fast then)."""
     result = cur.execute(
         f"{select}, bool_or(rolled) AS rolled FROM ({rolled}"
         + "".join(f" UNION ALL {q}" for q in raw)
         + f") GROUP BY {keys} ORDER BY {keys}",
         params,
     )
-    rows = result.df() if frame else result.fetchnumpy()
-    if not rows["rolled"].any():
-        return None
-    return rows.drop(columns="rolled") if frame else rows
+    if frame:
+        df = result.df()
+        return df.drop(columns="rolled") if df["rolled"].any() else None
+    rows = result.fetchnumpy()
+    return rows if rows["rolled"].any() else None
 
 
 def gap_quantiles(

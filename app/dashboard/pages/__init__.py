@@ -6,11 +6,15 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent import futures
+from typing import TYPE_CHECKING
 
 import dash
 from dash import dcc, html
 
 from app.dashboard.speedups import prefetched
+
+if TYPE_CHECKING:
+    from dash.development.base_component import Component
 
 log = logging.getLogger("tokenshape.dashboard")
 
@@ -95,6 +99,6 @@ def graph(graph_id: str, figure: object) -> dcc.Graph:
     return dcc.Graph(id=graph_id, figure=figure, config={"displaylogo": False})
 
 
-def graph_card(title: str, graph_id: str, figure: object, *extra: object) -> html.Div:
+def graph_card(title: str, graph_id: str, figure: object, *extra: Component) -> html.Div:
     """A titled card holding one figure (and optional notes under it)."""
     return html.Div([html.H3(title), graph(graph_id, figure), *extra], className="card")

@@ -13,7 +13,7 @@ from app.dashboard import filterbar, ids
 from app.dashboard.pages import register_page
 from app.storage.database import Database
 
-GRAPH_CONFIG = {"displaylogo": False}
+GRAPH_CONFIG: dcc.Graph.Config = {"displaylogo": False}
 
 
 def _card(title: str, graph_id: str, figure, note: str = "") -> html.Div:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
+from typing import cast
 
 from dash import html
 
@@ -57,7 +58,8 @@ def _kpi_cards(cur, view: filterbar.View, now: datetime, table_error: float = 0.
     prev_filter = _previous(view, now)
     p = overview.kpis(cur, prev_filter, exact=False) if prev_filter else {}
     seconds = ((view.end or now) - view.start).total_seconds() if view.start else None
-    rate = k["requests"] / seconds if seconds else None
+    # kpis() always sets "requests" and "relative_error" to numbers.
+    rate = cast(float, k["requests"]) / seconds if seconds else None
     prev_rate = (p.get("requests") or 0) / seconds if seconds and p else None
 
     def card(
@@ -87,7 +89,10 @@ def _kpi_cards(cur, view: filterbar.View, now: datetime, table_error: float = 0.
             cards.append(card(f"{label} {q} (ms)", f"{m}_{q}", lower_is_better=True))
     return html.Div(
         # One note for the cards and the per-model table: the larger of their errors.
-        [html.Div(cards, className="kpis"), _accuracy(max(k["relative_error"], table_error))],
+        [
+            html.Div(cards, className="kpis"),
+            _accuracy(max(cast(float, k["relative_error"]), table_error)),
+        ],
         id=ids.OVERVIEW_KPIS,
     )
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import get_args
+from typing import cast, get_args
 from urllib.parse import urlencode
 
 import dash
@@ -78,7 +78,7 @@ def _form(engines: list[str], engine: str | None, window: str, coverage: str) ->
     )
 
 
-def _fleet(db: Database, start: datetime, end: datetime, coverage: float) -> html.Div:
+def _fleet(db: Database, start: datetime, end: datetime, coverage: float) -> html.Div | html.Table:
     rows = []
     for name, stored in profile_store.stored_profiles(db).items():
         try:
@@ -306,8 +306,9 @@ def _editor(engine: str, profile: dict, editable: bool = True) -> html.Div:
 def layout_for(db: Database, query: dict, now: datetime, editable: bool = True) -> html.Div:
     """The page for a URL query: the fleet, or one engine."""
     engine = query.get("engine") or None
-    window = query.get("window") if query.get("window") in WINDOWS else "7d"
-    coverage = query.get("coverage") if query.get("coverage") in COVERAGES else "0.999"
+    # Each a key of its table: a str.
+    window = cast(str, query.get("window")) if query.get("window") in WINDOWS else "7d"
+    coverage = cast(str, query.get("coverage")) if query.get("coverage") in COVERAGES else "0.999"
     start, end = now - WINDOWS[window], now
     given = filterbar.parse_query(
         {"window": "custom", "start": query.get("start"), "end": query.get("end")}, now

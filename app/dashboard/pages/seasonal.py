@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import cast
 
 from dash import dcc, html
 
@@ -68,8 +69,9 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str, threshold: flo
     """The page for a URL query."""
     profiles = sorted(profile_store.stored_profiles(db))
     engine = query.get("engine") or (profiles[0] if profiles else None)
-    weeks = query.get("weeks") if query.get("weeks") in WEEKS else "4"
-    days = query.get("days") if query.get("days") in DAYS else "together"
+    # Each a key of its table: a str.
+    weeks = cast(str, query.get("weeks")) if query.get("weeks") in WEEKS else "4"
+    days = cast(str, query.get("days")) if query.get("days") in DAYS else "together"
     parts: list = [html.H2("Seasonal engines"), _form(profiles, engine, weeks, days)]
     if engine is None:
         parts.append(

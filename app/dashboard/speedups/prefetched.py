@@ -67,7 +67,7 @@ def start(path: str, search: str) -> None:
         if key in _pending or len(_pending) >= MAX_PENDING:
             return
         # The build runs as the caller: the auth context goes with it.
-        _pending[key] = (now, _builds.submit(contextvars.copy_context().run, build, **query))
+        _pending[key] = (now, _builds.submit(contextvars.copy_context().run, build, **query))  # type: ignore[arg-type]  # mypy: ParamSpec through ParamSpec
 
 
 def peek(path: str, query: dict) -> Future | None:

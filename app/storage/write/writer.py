@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from app.storage import rollups
 from app.storage.batches import Batch, WriteResult
@@ -20,6 +20,9 @@ from app.storage.database import Database
 from app.storage.schema import REQUESTS_SCHEMA
 from app.storage.write.journal import Journal
 from app.storage.write.store import RequestStore
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger("tokenshape.writer")
 
@@ -389,10 +392,10 @@ class Writer:
             return 0
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._executor, store.begin_reindex)
-        hashes = None
+        hashes: np.ndarray | None = None
         try:
 
-            def read() -> object:
+            def read() -> np.ndarray:
                 con = self.db.new_cursor()
                 try:
                     return store.live_hashes(con)
