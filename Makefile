@@ -4,19 +4,47 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 PORT ?= 8050
 
-.PHONY: install demo run test lint bench chromium clean
+# uv installs the environment pinned in uv.lock. It is bootstrapped with the machine's pip into
+# a folder of its own (pip's --target needs no venv module and sidesteps Debian's
+# externally-managed system Python), so a fresh machine needs only python3 and pip. Keep the
+# version equal to the Dockerfile's UV_VERSION (tests/test_deploy_files.py checks).
+UV_VERSION := 0.13.9
+TOOLS := .tools
+UV_STAMP := $(TOOLS)/uv-$(UV_VERSION).stamp
+# uv uses $(PYTHON), never a Python it would download, and installs into $(VENV).
+UV := UV_PYTHON_DOWNLOADS=never UV_PROJECT_ENVIRONMENT=$(VENV) $(TOOLS)/bin/uv
+# What `make install` puts in the venv: the server, the test tools (with the tokenizer extra,
+# whose tests run too) and the docs builder; pyproject.toml says what each extra holds.
+EXTRAS := --extra test --extra docs
 
-$(BIN)/tokenshape: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[test]"
+PY_DIRS := app ingest tests bench
+# Without the end-of-life banner Material for MkDocs prints on every build.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
+
+.PHONY: install lock demo run test lint docs bench chromium clean
+
+$(UV_STAMP):
+	rm -rf $(TOOLS)
+	$(PYTHON) -m pip install -q --disable-pip-version-check --target $(TOOLS) uv==$(UV_VERSION)
 	touch $@
+
+# --locked: the venv is exactly uv.lock, and a uv.lock that no longer matches pyproject.toml
+# is an error (run `make lock`), never silently re-resolved. The project itself is installed
+# editable (uv's default): app/storage/migrate.py finds migrations/ beside the source tree.
+$(BIN)/tokenshape: pyproject.toml uv.lock $(UV_STAMP)
+	$(UV) sync --locked --python $(PYTHON) $(EXTRAS)
+	touch $@
+
+# After changing dependencies in pyproject.toml: re-resolve uv.lock (commit it), then install.
+lock: $(UV_STAMP)
+	$(UV) lock --python $(PYTHON)
 
 # The plotly.js the dashboard draws with (scatter, bar, heatmap), built by jsbundle/build.sh from
 # the npm registry at the plotly package's plotly.js version; without npm the dashboard uses
-# plotly.js's full bundle (a slower first load).
+# plotly.js's full bundle (a slower first load). Rebuilt when uv.lock (which pins plotly) or the
+# bundle's sources change; the venv need only exist.
 PARTIAL_PLOTLY := static/vendor/plotly-dashboard.min.js
-$(PARTIAL_PLOTLY): $(BIN)/tokenshape jsbundle/entry.js jsbundle/build.sh
+$(PARTIAL_PLOTLY): uv.lock jsbundle/entry.js jsbundle/build.sh | $(BIN)/tokenshape
 	@rm -f static/vendor/plotly-cartesian.min.js
 	@if command -v npm >/dev/null 2>&1; then \
 	  v=$$($(BIN)/python -c "from plotly.offline import get_plotlyjs_version as v; print(v())"); \
@@ -39,13 +67,21 @@ chromium:
 	  echo "installing Debian's chromium for the browser tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-test: install chromium
-	$(BIN)/ruff check app ingest tests bench
+# The static checks: lint, formatting, the import contracts ([tool.importlinter]), types.
+lint: install
+	$(BIN)/ruff check $(PY_DIRS)
+	$(BIN)/ruff format --check $(PY_DIRS)
+	$(BIN)/lint-imports
+	$(BIN)/mypy app ingest
+
+# The static checks, the docs built strictly (into a folder thrown away), then the suite.
+test: lint chromium
+	d=$$(mktemp -d) && $(MKDOCS) build --strict --quiet -d "$$d"; rc=$$?; rm -rf "$$d"; exit $$rc
 	$(BIN)/pytest -q
 
-lint: install
-	$(BIN)/ruff check app ingest tests bench
-	$(BIN)/ruff format --check app ingest tests bench
+# The documentation site (mkdocs.yml, docs/) into site/.
+docs: install
+	$(MKDOCS) build -d site
 
 bench: install chromium
 	$(BIN)/python bench/ingest.py
@@ -56,4 +92,4 @@ bench: install chromium
 	$(BIN)/python bench/soak.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(TOOLS) .pytest_cache .ruff_cache .mypy_cache .import_linter_cache site

@@ -138,11 +138,231 @@ def test_env_example_shows_the_defaults() -> None:
         assert shown.get(var) == str(field.default), f"{var}: .env.example shows {shown.get(var)!r}"
 
 
-def test_docker_image_fetches_the_plotly_bundle_the_app_accepts():
-    from plotly.offline import get_plotlyjs_version
+def dockerfile_stages() -> list[tuple[str, str | None, list[tuple[str, str]]]]:
+    """(base image, stage name or None, the stage's instructions) for each FROM."""
+    stages: list[tuple[str, str | None, list[tuple[str, str]]]] = []
+    for word, rest in dockerfile_instructions():
+        if word == "FROM":
+            parts = rest.split()
+            assert len(parts) in (1, 3) and (len(parts) == 1 or parts[1].upper() == "AS"), rest
+            stages.append((parts[0], parts[2] if len(parts) == 3 else None, []))
+        elif stages:
+            stages[-1][2].append((word, rest))
+    return stages
 
-    args = [rest for word, rest in dockerfile_instructions() if word == "ARG"]
-    assert f"PLOTLY_JS_VERSION={get_plotlyjs_version()}" in args, (
-        "the Dockerfile's PLOTLY_JS_VERSION must equal the plotly package's plotly.js version, "
-        "or the image falls back to the full (slower) bundle"
+
+def dockerfile_global_args() -> dict[str, str]:
+    """The ARGs declared before the first FROM, with their defaults."""
+    args: dict[str, str] = {}
+    for word, rest in dockerfile_instructions():
+        if word == "FROM":
+            break
+        if word == "ARG":
+            key, _, value = rest.partition("=")
+            args[key] = value
+    return args
+
+
+def makefile_variable(name: str) -> str:
+    found = re.search(rf"^{name}\s*:?=\s*(.*?)\s*$", (ROOT / "Makefile").read_text(), re.M)
+    assert found, f"the Makefile sets no {name}"
+    return found.group(1)
+
+
+def makefile_recipe(target: str) -> list[str]:
+    """The recipe lines of a Makefile target, with its prerequisites as the first item."""
+    lines = (ROOT / "Makefile").read_text().splitlines()
+    for i, line in enumerate(lines):
+        if re.match(rf"^{re.escape(target)}\s*:(?!=)", line):
+            recipe = [line.split(":", 1)[1].strip()]
+            for body in lines[i + 1 :]:
+                if not body.startswith("\t"):
+                    break
+                recipe.append(body.strip())
+            return recipe
+    raise AssertionError(f"the Makefile has no target {target}")
+
+
+def test_dockerfile_copies_only_from_earlier_stages() -> None:
+    stages = dockerfile_stages()
+    assert len(stages) >= 3, "build (python), plotly (node) and the final image"
+    names = [name for _, name, _ in stages]
+    assert len(set(n for n in names if n)) == len([n for n in names if n]), "duplicate stage names"
+    for i, (base, _, instructions) in enumerate(stages):
+        earlier = {n for n in names[:i] if n}
+        for word, rest in instructions:
+            for ref in re.findall(r"--from=(\S+)", rest) if word == "COPY" else []:
+                assert ref in earlier, f"COPY --from={ref}: no stage {ref!r} before it"
+        if base in names[i:]:
+            pytest.fail(f"FROM {base}: that stage is defined later")
+
+
+def test_dockerfile_and_makefile_pin_the_same_uv() -> None:
+    pinned = makefile_variable("UV_VERSION")
+    assert re.fullmatch(r"\d+\.\d+\.\d+", pinned), f"the Makefile's UV_VERSION {pinned!r}"
+    assert dockerfile_global_args().get("UV_VERSION") == pinned
+    installs = [
+        rest for word, rest in dockerfile_instructions() if word == "RUN" and "uv==" in rest
+    ]
+    assert installs and all("uv==${UV_VERSION}" in rest for rest in installs)
+
+
+def test_dockerfile_installs_the_lock_editable() -> None:
+    stages = dockerfile_stages()
+    runs = [rest for _, _, ins in stages for word, rest in ins if word == "RUN"]
+    assert not any("pip install" in r and "uv==" not in r for r in runs), "pip installs only uv"
+    syncs = [r for r in runs if "uv sync" in r]
+    assert syncs and all("--locked" in r for r in syncs), "every uv sync is --locked to uv.lock"
+    # The last sync installs the project itself, editable (migrations/ beside the source tree).
+    assert "--no-install-project" not in syncs[-1] and "--no-editable" not in syncs[-1]
+    env = dockerfile_env()
+    assert env["UV_PROJECT_ENVIRONMENT"] == "/srv/tokenshape/.venv"
+    assert env["PATH"].startswith("/srv/tokenshape/.venv/bin:")
+    final = stages[-1][2]
+    assert ("COPY", "--from=build /srv/tokenshape /srv/tokenshape") in final, (
+        "the final image keeps the source tree where the editable install points"
     )
+    # The venv's interpreter is a link into the base image: both Python stages share one.
+    python_bases = {base for base, name, _ in stages if name != "plotly"}
+    assert python_bases == {"${PYTHON_IMAGE}"}, python_bases
+    assert (ROOT / "uv.lock").is_file()
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    ignored = {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+    assert "uv.lock" not in ignored and "README.md" not in ignored
+
+
+def test_docker_image_fetches_the_plotly_bundle_the_app_accepts() -> None:
+    stages = {name: ins for _, name, ins in dockerfile_stages()}
+    build = " ".join(rest for word, rest in stages["build"] if word == "RUN")
+    found = re.search(r"get_plotlyjs_version.*?> (\S+)", build)
+    assert found, "the build stage writes the locked plotly's plotly.js version to a file"
+    version_file = found.group(1)
+    node = stages["plotly"]
+    copied = [rest for word, rest in node if word == "COPY" and rest.startswith("--from=build")]
+    assert any(rest.split()[1] == version_file for rest in copied), copied
+    runs = [rest for word, rest in node if word == "RUN"]
+    assert any(re.search(r"jsbundle/build\.sh \"\$\(cat \S+\)\" /build/out", r) for r in runs)
+    assert not any("||" in r for r in runs), "a failed bundle build must fail the image build"
+    final = dockerfile_stages()[-1][2]
+    assert ("COPY", "--from=plotly /build/out/ /srv/tokenshape/static/vendor/") in final
+    # The app's own acceptance check runs in the image, so a mismatch fails the build.
+    assert any("partial_plotly_usable()" in rest for word, rest in final if word == "RUN")
+    assert not any(
+        word == "ARG" and rest.startswith("PLOTLY_JS_VERSION")
+        for word, rest in dockerfile_instructions()
+    ), "no hand-kept plotly.js version"
+
+
+def test_make_test_runs_the_checks_in_order() -> None:
+    mkdocs = makefile_variable("MKDOCS")
+    assert mkdocs.endswith("$(BIN)/mkdocs"), mkdocs
+    steps = [
+        s.replace("$(MKDOCS)", mkdocs)
+        for s in makefile_recipe("lint")[1:] + makefile_recipe("test")[1:]
+    ]
+    wanted = [
+        "ruff check",
+        "ruff format --check",
+        "lint-imports",
+        "mypy app ingest",
+        "mkdocs build --strict",
+        "pytest",
+    ]
+    at = [next((i for i, s in enumerate(steps) if w in s), None) for w in wanted]
+    assert None not in at and at == sorted(at), list(zip(wanted, at, strict=True))
+    assert makefile_recipe("test")[0].split()[0] == "lint"
+    assert "chromium" in makefile_recipe("test")[0].split()
+    assert makefile_recipe("lint")[0] == "install"
+    assert any("$(MKDOCS) build -d site" in s for s in makefile_recipe("docs")[1:])
+    ignored = (ROOT / ".gitignore").read_text().split()
+    assert "site/" in ignored and f"{makefile_variable('TOOLS')}/" in ignored
+
+
+def test_make_install_syncs_the_lock_with_the_test_tools() -> None:
+    prerequisites, *recipe = makefile_recipe("$(BIN)/tokenshape")
+    assert {"pyproject.toml", "uv.lock"} <= set(prerequisites.split()), "re-sync when they change"
+    assert any("sync --locked" in line and "$(EXTRAS)" in line for line in recipe)
+    extras = re.findall(r"--extra (\w+)", makefile_variable("EXTRAS"))
+    optional = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert set(extras) <= set(optional) and {"test", "docs"} <= set(extras)
+    tools = " ".join(optional["test"])
+    for tool in ("pytest", "ruff", "import-linter", "mypy", "tokenshape[tokenizer]"):
+        assert tool in tools, f"the test extra lacks {tool}"
+    assert {"mkdocs", "mkdocs-material"} <= {re.split(r"[<>=\[ ]", d)[0] for d in optional["docs"]}
+
+
+def _requirement(spec: str) -> tuple[str, str]:
+    """(normalised name, version specifier) of a PEP 508 requirement without markers."""
+    found = re.fullmatch(r"([A-Za-z0-9._-]+)(\[[^\]]*\])?\s*(.*)", spec.split(";")[0].strip())
+    assert found, spec
+    return re.sub(r"[-_.]+", "-", found.group(1)).lower(), found.group(3)
+
+
+def test_lock_matches_pyproject_and_the_caps() -> None:
+    from packaging.specifiers import SpecifierSet
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    lock = tomllib.loads((ROOT / "uv.lock").read_text())
+    root = next(p for p in lock["package"] if p["name"] == "tokenshape")
+    locked_reqs = {(r["name"], r.get("specifier", "")) for r in root["metadata"]["requires-dist"]}
+    wanted = project["dependencies"] + [
+        d for ds in project["optional-dependencies"].values() for d in ds
+    ]
+    for spec in wanted:
+        name, specifier = _requirement(spec)
+        if name == "tokenshape":
+            continue
+        assert (name, str(SpecifierSet(specifier))) in {
+            (n, str(SpecifierSet(s))) for n, s in locked_reqs
+        }, f"uv.lock is stale for {spec}: run `make lock`"
+    versions: dict[str, list[str]] = {}
+    for package in lock["package"]:
+        versions.setdefault(package["name"], []).append(package["version"])
+    for spec in project["dependencies"]:
+        name, specifier = _requirement(spec)
+        for version in versions[name]:
+            assert version in SpecifierSet(specifier), f"{name} {version} is locked, outside {spec}"
+
+
+def test_every_cap_names_the_internals_it_guards() -> None:
+    """An upper bound sits under a comment naming a file of ours that relies on the library."""
+    lines = (ROOT / "pyproject.toml").read_text().splitlines()
+    start = lines.index("dependencies = [")
+    comment: list[str] = []
+    capped = 0
+    for line in lines[start + 1 :]:
+        stripped = line.strip()
+        if stripped == "]":
+            break
+        if stripped.startswith("#"):
+            comment.append(stripped)
+            continue
+        spec = stripped.split("#")[0].strip().strip('",')
+        if "<" in spec:
+            capped += 1
+            text = " ".join(comment)
+            paths = re.findall(r"(?:app|ingest|jsbundle)/[\w/.]*\w", text)
+            assert paths, f"{spec}: say which of our files use which internals"
+            for path in paths:
+                assert (ROOT / path).exists(), f"{spec}: {path} does not exist"
+        comment = []
+    assert capped >= 4, "fastapi, uvicorn, dash and plotly are capped"
+
+
+def test_a_missing_tokenizer_extra_says_how_to_install_it(monkeypatch, tmp_path) -> None:
+    import sys
+
+    from ingest.formats.benchmarks import BenchmarkFormatError, genai_perf_rows
+
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # `import tokenizers` raises
+    (tmp_path / "profile_export.json").write_text("{}")
+    with pytest.raises(BenchmarkFormatError, match=r"pip install 'tokenshape\[tokenizer\]'"):
+        next(genai_perf_rows(tmp_path / "profile_export.json", None, tmp_path / "tok.json"))
+    optional = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert any(d.startswith("tokenizers") for d in optional["tokenizer"])
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert not any(d.startswith("tokenizers") for d in deps), "tokenizers is optional"
