@@ -107,7 +107,8 @@ class Settings(BaseSettings):
     report_cron: str = Field(
         "0 8 * * 1",
         description="When the weekly email goes out: minute hour * * weekday.",
-        # Checked by app.jobs.cron when the server is built: the settings import nothing.
+        # Validated by app.jobs.cron.check_setting where the schedule is used (serve, the
+        # Runtime): the settings import nothing of the app.
     )
     report_tz: str = Field("UTC", description="IANA time zone of the report schedule.")
     log_level: str = Field("info", description="Log level: debug, info, warning, error.")

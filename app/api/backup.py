@@ -40,7 +40,7 @@ def backup(db: DbDep, clock: ClockDep) -> BackupOut:
     now = clock()
     target = backups.target_for(db, now)
     try:
-        result = backups.backup(db, now)
+        result = backups.backup(db, target)
     except (backups.BackupBusy, FileExistsError) as exc:
         raise HTTPException(409, detail=f"{exc}; try again in a few seconds") from None
     except (OSError, duckdb.Error) as exc:

@@ -14,10 +14,9 @@ from app.auth.bearer import require_scope
 from app.server.deps import ClockDep, DbDep, SettingsDep
 from app.server.errors import ErrorResponse
 from app.services import profiles
+from app.services.profiles import NoProfile, load_profile
 from app.services.rightsizing import (
     DEFAULT_WINDOW,
-    NoProfile,
-    load_profile,
     recommend,
     recommendation_dict,
     seasonal,

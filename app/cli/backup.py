@@ -40,7 +40,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
         )
         return 2
     with db:
-        result = backups.backup(db, datetime.now(UTC))
+        result = backups.backup(db, backups.target_for(db, datetime.now(UTC)))
     print(
         f"backup written: {result.path} ({result.bytes / 1e6:,.1f} MB, "
         f"{result.requests:,} requests, {result.seconds:.1f} s)"

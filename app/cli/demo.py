@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from app.cli.common import Progress, command, open_db, settings_for
 from app.cli.serve import cmd_serve, server_options
+from app.jobs.cron import check_setting
 
 if TYPE_CHECKING:
     from app.cli.common import Subparsers
@@ -31,6 +32,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from app.services import demo
 
     settings = settings_for(args)
+    if args.serve:  # a schedule that cannot run fails before the seeding, not after
+        check_setting(settings.report_cron)
     with open_db(settings) as db:
         progress = Progress("demo", args.requests)
         started = time.monotonic()

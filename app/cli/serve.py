@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from app.cli.common import command, open_db, settings_for
+from app.jobs.cron import check_setting
 
 if TYPE_CHECKING:
     from app.cli.common import Subparsers
@@ -34,6 +35,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from app.server.tuning import tune_server_process
 
     settings = settings_for(args)
+    check_setting(settings.report_cron)  # before the file is touched, as a bad setting should
     db = open_db(settings)  # fail fast, with a clear line, if another process holds the file
     logs.configure(settings)
     print(f"tokenshape serving {settings.db} on http://{settings.host}:{settings.port}", flush=True)

@@ -107,7 +107,7 @@ def _engine_report(
 ) -> tuple[Any, int]:
     """Build an engine's report from the database (read-only). Prints the JSON (--json) or the
     verdict line; returns (report, 0) when the caller prints the rest, else (None, exit code)."""
-    from app.services.rightsizing import NoProfile
+    from app.services.profiles import NoProfile
 
     settings = settings_for(args)
     with Database(settings.db, read_only=True).open() as db:

@@ -1,6 +1,7 @@
 """A small cron expression: 'minute hour * * weekday' (the weekly email's schedule).
 
-Its own module, with no imports from the app, so that the settings can validate it."""
+The settings hold it as text (they import nothing of the app); `check_setting` validates it
+where the schedule is used: `tokenshape serve` before it opens anything, and the Runtime."""
 
 from __future__ import annotations
 
@@ -53,3 +54,11 @@ def parse_cron(expr: str) -> Cron:
             raise
         raise ValueError(f"report schedule {expr!r}: {exc}") from None
     return Cron(minutes, hours, frozenset(7 if d == 0 else d for d in days))
+
+
+def check_setting(expr: str) -> Cron:
+    """TOKENSHAPE_REPORT_CRON parsed; ValueError worded as the settings' other errors are."""
+    try:
+        return parse_cron(expr)
+    except ValueError as exc:
+        raise ValueError(f"invalid setting: report_cron: {exc}") from None

@@ -1,1 +1,1 @@
-"""The weekly rightsizing email: build, render, send, schedule (DESIGN §8)."""
+"""The weekly rightsizing email: build, render and send it (app.jobs.schedule sends it on time)."""

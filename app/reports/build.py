@@ -18,7 +18,8 @@ from app.charts.heatmap import HEAT_SCALE
 from app.charts.style import bin_labels
 from app.jobs.schedule import week_bounds
 from app.services import profiles
-from app.services.rightsizing import NoProfile, engine_drift, recommend, seasonal
+from app.services.profiles import NoProfile
+from app.services.rightsizing import engine_drift, recommend, seasonal
 from app.sizing.drift import Finding
 from app.sizing.rightsize import Recommendation
 from app.storage.database import Database

@@ -16,12 +16,13 @@ from starlette.requests import HTTPConnection
 
 from app.auth.state import AuthState
 from app.config import Settings
-from app.jobs.cron import parse_cron
+from app.jobs.cron import check_setting, parse_cron
 from app.jobs.retention import RetentionJob
 from app.jobs.schedule import ReportScheduler
 from app.server.metrics import Metrics
 from app.server.ratelimit import Limit, RateLimiter
-from app.storage import report_runs, users
+from app.services import report_runs
+from app.services.credentials import Credentials
 from app.storage.database import Database
 from app.storage.write.writer import Writer
 
@@ -45,7 +46,7 @@ class Runtime:
     auth: AuthState
     rate_limiter: RateLimiter
     metrics: Metrics
-    writer: Writer | None = None  # from the lifespan's start until its end
+    writer: Writer | None = None  # set when the lifespan starts it
     retention: RetentionJob | None = None
     report_scheduler: ReportScheduler | None = None
 
@@ -59,10 +60,7 @@ class Runtime:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> Runtime:
         """Everything that needs no open database; `running()` opens and starts the rest."""
-        try:
-            parse_cron(settings.report_cron)
-        except ValueError as exc:
-            raise ValueError(f"invalid setting: report_cron: {exc}") from None
+        check_setting(settings.report_cron)
         database = db or Database(settings.db)
         runtime = cls(
             settings=settings,
@@ -89,12 +87,12 @@ class Runtime:
         return runtime
 
     def _first_user(self) -> None:
-        cur = self.db.cursor()
+        creds = Credentials(self.db, self.auth)
         first_password = self.settings.admin_password.get_secret_value()
-        if first_password and not users.list_users(cur):
-            users.add(cur, "admin", first_password, "admin")
+        if first_password and not creds.users():
+            creds.add_user("admin", first_password, "admin")
             log.info("created user 'admin' from TOKENSHAPE_ADMIN_PASSWORD (no user existed)")
-        if self.settings.auth_enabled and not users.list_users(cur):
+        if self.settings.auth_enabled and not creds.users():
             log.warning(
                 "logins are on and there is no user yet: add one with "
                 "`tokenshape user add NAME --role admin` (stop the server first), or start "
@@ -124,21 +122,7 @@ class Runtime:
                 rollup_settle_s=settings.rollup_settle_s,
             )
             self.writer = await stack.enter_async_context(writer)
-            if settings.report_to and settings.smtp_host:
-                self.report_scheduler = ReportScheduler(
-                    parse_cron(settings.report_cron),
-                    settings.report_tz,
-                    send_week,
-                    lambda week: report_runs.sent(self.db.cursor(), week),
-                    self.clock,
-                )
-                await stack.enter_async_context(self.report_scheduler)
-                log.info(
-                    "weekly email on: '%s' in %s to %s",
-                    settings.report_cron,
-                    settings.report_tz,
-                    settings.report_to,
-                )
+            # Stopped in reverse order: the email first, then retention, the writer, the database.
             if settings.retention_days or settings.reject_retention_days:
                 self.retention = RetentionJob(
                     self.db,
@@ -148,6 +132,21 @@ class Runtime:
                     after_prune=writer.reindex,
                 )
                 await stack.enter_async_context(self.retention)
+            if settings.report_to and settings.smtp_host:
+                self.report_scheduler = ReportScheduler(
+                    parse_cron(settings.report_cron),
+                    settings.report_tz,
+                    send_week,
+                    lambda week: report_runs.sent(self.db, week),
+                    self.clock,
+                )
+                await stack.enter_async_context(self.report_scheduler)
+                log.info(
+                    "weekly email on: '%s' in %s to %s",
+                    settings.report_cron,
+                    settings.report_tz,
+                    settings.report_to,
+                )
             yield self
 
 

@@ -1,4 +1,5 @@
-"""Tokens and users: the one place that creates, rotates and revokes them.
+"""Tokens and users: the one place the API, the Admin page, the CLI and the server's first
+start create, rotate, revoke, add and remove them (logins and sessions are app.auth's).
 
 A running server passes its AuthState, so a revocation or a user's removal drops the cached
 credentials and takes effect with the next request; the CLI (server stopped) passes none."""
@@ -60,8 +61,11 @@ class Credentials:
         return users.add(self.db.cursor(), name, password, role)
 
     def set_password(self, name: str, password: str) -> bool:
-        """Change a user's password; False if there is no such user."""
-        return users.set_password(self.db.cursor(), name, password)
+        """Change a user's password and end their sessions; False if there is no such user."""
+        done = users.set_password(self.db.cursor(), name, password)
+        if done:
+            self._forget()
+        return done
 
     def set_role(self, name: str, role: str) -> bool:
         """Change a user's role; False if there is no such user."""

@@ -15,7 +15,7 @@ from app.analytics.drift import WEEK, beyond, engine_weeks
 from app.analytics.engine_load import engine_load, rejected
 from app.analytics.filters import Filter
 from app.analytics.seasonal import HourlyLoad, hourly_load, local_hour_seconds
-from app.services.profiles import NoProfile, load_profile, problem, stored_profiles
+from app.services.profiles import load_profile, problem, stored_profiles
 from app.sizing.catalog import GIB
 from app.sizing.commands import commands
 from app.sizing.drift import Finding, findings
@@ -40,8 +40,6 @@ from app.sizing.seasonal import (
     window_label,
 )
 from app.storage.database import Database
-
-__all__ = ["NoProfile", "load_profile"]  # the pages and the API reach profiles here too
 
 DEFAULT_WINDOW = timedelta(days=7)
 WEEKDAYS, WEEKEND = (1, 2, 3, 4, 5), (6, 7)

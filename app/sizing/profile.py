@@ -18,7 +18,8 @@ HF_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$"
 class EngineProfile(BaseModel):
     """What an engine is built with; stored as JSON in `engines.profile`."""
 
-    model_config = ConfigDict(extra="forbid")
+    # No infinite numbers: JSON (the stored form) has none, and no GPU costs infinity.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     model: str = Field(description="A catalog model (e.g. llama-3.1-8b) or 'custom'.")
     hf_model: str | None = Field(

@@ -3,10 +3,11 @@
 A window [start, end) of at least MIN_HOURS whole hours is split into whole UTC hours whose
 rollups are clean (from `rollup_shapes` / `rollup_values`) and the rest (partial hours at the
 ends, hours marked dirty by a recent write) scanned raw and binned the same way, so every
-request of the window is counted exactly once: `windows` plans the split, `sql` runs the
+request of the window is counted exactly once: `plan` plans the split, `sql` runs the
 queries, `sketch` turns bucketed counts into quantile estimates. See app/storage/rollups.py.
 """
 
+from app.analytics.rollups.plan import MIN_HOURS, Split, local_split, split
 from app.analytics.rollups.sketch import GroupStats, MeasureStats
 from app.analytics.rollups.sql import (
     gap_quantiles,
@@ -17,7 +18,6 @@ from app.analytics.rollups.sql import (
     value_stats,
     values_over_time,
 )
-from app.analytics.rollups.windows import MIN_HOURS, Split, local_split, split
 
 __all__ = [
     "MIN_HOURS",

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from app.analytics.filters import Filter
+from app.analytics.rollups.plan import IN_RANGE, Split
 from app.analytics.rollups.sketch import (
     GroupStats,
     MeasureStats,
@@ -18,7 +19,6 @@ from app.analytics.rollups.sketch import (
     group_estimates,
     per_bin,
 )
-from app.analytics.rollups.windows import IN_RANGE, Split
 from app.storage.rollups import (
     HALF_OCTAVE_EDGES,
     MEASURES,

@@ -23,10 +23,9 @@ from app.dashboard import filterbar, ids
 from app.dashboard.findings import drift_panel
 from app.dashboard.pages import register_page
 from app.services import profiles as profile_store
+from app.services.profiles import NoProfile, load_profile
 from app.services.rightsizing import (
-    NoProfile,
     engine_drift,
-    load_profile,
     recommend,
 )
 from app.sizing.catalog import GIB, GPUS, MODELS

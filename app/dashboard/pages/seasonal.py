@@ -18,7 +18,8 @@ from app.charts.traffic import replicas_figure, weekday_hour_figure
 from app.dashboard import filterbar, ids
 from app.dashboard.pages import graph, graph_card, register_page
 from app.services import profiles as profile_store
-from app.services.rightsizing import NoProfile, SeasonalReport, seasonal
+from app.services.profiles import NoProfile
+from app.services.rightsizing import SeasonalReport, seasonal
 from app.sizing.seasonal import Plan, window_label
 from app.storage.database import Database
 
