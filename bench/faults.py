@@ -5,7 +5,7 @@ request ids to a `tokenshape serve` subprocess, which is killed with SIGKILL twi
 and restarted on the same database. Afterwards the stored rows are compared with the sent set:
 nothing lost, nothing doubled. The last line is `faults_lost=<n> faults_doubled=<n>`.
 
-`tests/test_faults.py` runs the same scenario with fewer records.
+`tests/integration/test_faults.py` runs the same scenario with fewer records.
 """
 
 from __future__ import annotations

@@ -1,147 +1,176 @@
-"""Shared fixtures: a migrated DuckDB file under tmp_path and the real app on a loopback port."""
+"""Fixtures shared by every tier (helpers live in tests/support, not here).
+
+Expensive things are built once: Alembic runs once into a session template database that
+tests get copies of; demo traffic is seeded once per size into templates; a module that does
+not need isolation between its tests shares one server (`module_live`, `module_secured`).
+"""
 
 from __future__ import annotations
 
-import re
-import socket
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
 from app.config import Settings
-from app.main import create_app
-from app.storage import tokens, users
+from app.storage import users
 from app.storage.database import Database
+from tests.support.browser import launched
+from tests.support.database import build_template, copy_database, open_migrated
+from tests.support.demo import END, seed_template
+from tests.support.net import free_port
+from tests.support.reports import NOW as REPORT_NOW
+from tests.support.server import PASSWORD, LiveServer, join_stopped, serve, server_settings
 
 
-def free_port() -> int:
-    """A free TCP port on loopback."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@pytest.fixture(scope="session", autouse=True)
+def _servers_stop() -> Iterator[None]:
+    """Fixture servers finish stopping while the next test runs; all have stopped at the end."""
+    yield
+    assert not join_stopped(), "a test server did not stop within 30 s"
 
 
-@dataclass
-class LiveServer:
-    """The app served by uvicorn in a thread, with its database for assertions."""
+# -- databases ------------------------------------------------------------------------------------
 
-    url: str
-    database: Database
-    app: object
 
-    def settle(self) -> None:
-        """Wait until every acknowledged row is visible to queries (the journal is moved)."""
-        writer = self.app.state.runtime.writer
-        deadline = time.monotonic() + 20
-        while (writer.pending_rows or writer.unmoved_rows) and time.monotonic() < deadline:
-            time.sleep(0.01)
+@pytest.fixture(scope="session")
+def db_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database file migrated by Alembic once for the session; tests get copies of it."""
+    return build_template(tmp_path_factory.mktemp("templates") / "migrated.duckdb")
 
-    @property
-    def db(self) -> Database:
-        """The database, once every acknowledged row is visible."""
-        self.settle()
-        return self.database
 
-    def token(self, scope: str = "ingest", gateway: str = "gw-test") -> str:
-        """Create a token directly in the database."""
-        plain, _ = tokens.create(self.db.cursor(), gateway, scope)
-        return plain
+@pytest.fixture(scope="session")
+def secured_template(tmp_path_factory: pytest.TempPathFactory, db_template: Path) -> Path:
+    """The migrated template with the dashboard users ada (admin) and vic (viewer)."""
+    path = copy_database(db_template, tmp_path_factory.mktemp("templates") / "secured.duckdb")
+    with open_migrated(path) as db:
+        users.add(db.cursor(), "ada", PASSWORD, "admin")
+        users.add(db.cursor(), "vic", PASSWORD, "viewer")
+    return path
 
-    def client(self, token: str | None = None, **kw) -> httpx.Client:
-        """An HTTP client for the server, authenticated when a token is given."""
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kw)
 
-    def user(self, name: str, role: str, password: str = "correct horse battery") -> str:
-        """Add a dashboard user directly in the database; returns the password."""
-        users.add(self.db.cursor(), name, password, role)
-        return password
+DemoTemplate = Callable[..., Path]
 
-    @contextmanager
-    def login(self, name: str, password: str = "correct horse battery") -> Iterator[httpx.Client]:
-        """A client logged in through the real form, sending the CSRF header as Dash does."""
-        with httpx.Client(base_url=self.url, timeout=30) as client:
-            yield self._log_in(client, name, password)
 
-    def _log_in(self, client: httpx.Client, name: str, password: str) -> httpx.Client:
-        form = client.get("/login")
-        nonce = re.search(r'name="csrf" value="([^"]+)"', form.text)
-        assert nonce, form.text
-        answer = client.post(
-            "/login",
-            data={"csrf": nonce.group(1), "username": name, "password": password, "next": "/"},
-        )
-        assert answer.status_code == 303, answer.text
-        client.headers["X-CSRFToken"] = client.cookies["_csrf_token"]
-        return client
+@pytest.fixture(scope="session")
+def demo_template(tmp_path_factory: pytest.TempPathFactory, db_template: Path) -> DemoTemplate:
+    """`demo_template(requests=, days=, end=)`: a template holding that demo traffic, seeded
+    once per session and size (`end=None` means the hour the session first asked for it)."""
+    made: dict[tuple, Path] = {}
 
-    def scalar(self, sql: str, params: list | None = None):
-        """One value from the live database (read through the server's own instance)."""
-        row = self.db.cursor().execute(sql, params or []).fetchone()
-        return row[0] if row else None
+    def template(*, requests: int, days: int, end: datetime | None = END) -> Path:
+        key = (requests, days, end)
+        if key not in made:
+            stamp = end.strftime("%Y%m%d") if end else "now"
+            dest = tmp_path_factory.mktemp("templates") / f"demo-{requests}-{days}-{stamp}.duckdb"
+            made[key] = seed_template(db_template, dest, requests=requests, days=days, end=end)
+        return made[key]
+
+    return template
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
+def report_db(tmp_path: Path, demo_template: DemoTemplate) -> Path:
+    """tmp_path/r.duckdb: two weeks of demo traffic ending at the report tests' NOW, with the
+    demo engine profiles (the database `report_settings` points at)."""
+    template = demo_template(requests=20000, days=14, end=REPORT_NOW)
+    return copy_database(template, tmp_path / "r.duckdb")
+
+
+@pytest.fixture
+def db_path(tmp_path: Path, db_template: Path) -> Path:
+    """A fresh migrated database file of this test's own (a copy of the template)."""
+    return copy_database(db_template, tmp_path / "t.duckdb")
+
+
+@pytest.fixture
+def fresh_db(db_template: Path) -> Callable[[Path], Database]:
+    """`fresh_db(path)`: a copy of the migrated template at `path`, opened (close it, e.g. with
+    `with fresh_db(tmp_path / "x.duckdb") as db:`)."""
+    return lambda path: open_migrated(copy_database(db_template, path))
+
+
+@pytest.fixture
+def database(db_path: Path) -> Iterator[Database]:
+    """A fresh migrated database, open (closed after the test)."""
+    with open_migrated(db_path) as db:
+        yield db
+
+
+# -- servers --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def settings(db_path: Path) -> Settings:
     """Settings pointing at a fresh database file."""
-    # Retention off: fixture data has fixed dates, and a server that runs past the job's first
-    # minute must not prune it as the real clock moves on (tests/test_retention.py turns it on).
-    return Settings(
-        db=tmp_path / "t.duckdb",
-        port=free_port(),
-        retention_days=0,
-        reject_retention_days=0,
-        _env_file=None,
-    )
-
-
-def serve(settings: Settings, **app_kwargs) -> Iterator[LiveServer]:
-    """Run the app until the generator is closed; app_kwargs go to create_app (e.g. clocks)."""
-    db = Database(settings.db)
-    app = create_app(settings, db=db, **app_kwargs)
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=settings.port, log_level="warning", lifespan="on"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("server did not start")
-        time.sleep(0.02)
-    try:
-        yield LiveServer(f"http://127.0.0.1:{settings.port}", db, app)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    return server_settings(db_path)
 
 
 @pytest.fixture
 def live(settings: Settings) -> Iterator[LiveServer]:
-    """The real app on a loopback port over a migrated database."""
-    yield from serve(settings)
+    """The real app on a loopback port over a fresh migrated database, for one test."""
+    yield from serve(settings, wait=False)
+
+
+@pytest.fixture(scope="module")
+def module_live(
+    tmp_path_factory: pytest.TempPathFactory, db_template: Path
+) -> Iterator[LiveServer]:
+    """One server for a whole test module whose tests need no isolation from one another
+    (they count rows of their own gateways, or compare before and after)."""
+    db = copy_database(db_template, tmp_path_factory.mktemp("module-live") / "t.duckdb")
+    yield from serve(server_settings(db), wait=False)
+
+
+def _secured_settings(db: Path) -> Settings:
+    return Settings(db=db, port=free_port(), auth="on", _env_file=None)
 
 
 @pytest.fixture
-def secured(tmp_path: Path) -> Iterator[LiveServer]:
+def secured(tmp_path: Path, secured_template: Path) -> Iterator[LiveServer]:
     """The app with logins on (as on any non-loopback bind), with an admin and a viewer."""
-    settings = Settings(db=tmp_path / "s.duckdb", port=free_port(), auth="on", _env_file=None)
-    for live in serve(settings):
-        live.user("ada", "admin")
-        live.user("vic", "viewer")
-        yield live
+    db = copy_database(secured_template, tmp_path / "s.duckdb")
+    yield from serve(_secured_settings(db), wait=False)
+
+
+@pytest.fixture(scope="module")
+def module_secured(
+    tmp_path_factory: pytest.TempPathFactory, secured_template: Path
+) -> Iterator[LiveServer]:
+    """`secured`, shared by a module whose tests need no isolation from one another."""
+    db = copy_database(secured_template, tmp_path_factory.mktemp("module-secured") / "s.duckdb")
+    yield from serve(_secured_settings(db), wait=False)
 
 
 @pytest.fixture
-def ingest(live: LiveServer) -> Iterator[httpx.Client]:
-    """A client holding an `ingest` token for gateway gw-test."""
-    with live.client(live.token("ingest")) as client:
+def gateway() -> str:
+    """The gateway of the `ingest` fixture's token."""
+    return "gw-test"
+
+
+@pytest.fixture
+def ingest(live: LiveServer, gateway: str) -> Iterator[httpx.Client]:
+    """A client holding an `ingest` token for `gateway` (gw-test unless a module says)."""
+    with live.client(live.token("ingest", gateway=gateway)) as client:
         yield client
+
+
+# -- browsers -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """Headless Chromium for one module (browser/ and security/ share one per tier: their
+    conftest.py). Not for the session: Playwright's running event loop would break the
+    asyncio tests of other tiers."""
+    yield from launched()
+
+
+@pytest.fixture
+def browser(chromium):
+    """The module's Chromium; every page a test opens (and its cookies) is closed after it."""
+    yield chromium
+    for context in chromium.contexts:
+        context.close()
