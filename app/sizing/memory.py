@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from app.sizing.catalog import DTYPE_BYTES, GIB, ModelSpec
 
-# Fitted in docs/sizing.md; see the calibration cases there and in tests/unit/app/sizing/test_sizing.py.
+# Fitted in docs/sizing.md; see its calibration cases and tests/unit/app/sizing/test_sizing.py.
 NON_TORCH_GIB_SINGLE = 0.25
 NON_TORCH_GIB_PARALLEL = 0.5
 ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 40.0
