@@ -26,13 +26,13 @@ RUN pip install --no-cache-dir "uv==${UV_VERSION}"
 WORKDIR /srv/tokenshape
 # The dependencies first, in a layer of their own that a change to the source does not redo.
 COPY pyproject.toml uv.lock README.md /srv/tokenshape/
-RUN uv sync --locked --no-dev --no-install-project ${EXTRAS:+--extra "$EXTRAS"}
+RUN uv sync --locked --compile-bytecode --no-dev --no-install-project ${EXTRAS:+--extra "$EXTRAS"}
 # Then the project itself, editable on purpose: app/storage/migrate.py finds the Alembic
 # `migrations/` folder relative to the source tree, which a regular (wheel) install would leave
 # behind. So the source stays at /srv/tokenshape, in the final image too, and the venv's .pth
 # points there.
 COPY . /srv/tokenshape
-RUN uv sync --locked --no-dev ${EXTRAS:+--extra "$EXTRAS"} \
+RUN uv sync --locked --compile-bytecode --no-dev ${EXTRAS:+--extra "$EXTRAS"} \
     && /srv/tokenshape/.venv/bin/python -c "import app, pathlib; assert pathlib.Path(app.__file__).is_relative_to('/srv/tokenshape'), app.__file__" \
     && /srv/tokenshape/.venv/bin/python -c "from plotly.offline import get_plotlyjs_version as v; print(v())" > /plotly-js-version \
     && echo "plotly.js $(cat /plotly-js-version) (the locked plotly's)"
