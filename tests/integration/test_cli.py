@@ -156,3 +156,16 @@ def test_locked_database_gets_one_clear_line(live):
     assert len(lines) == 2 and "in use by process" in lines[0]
     assert "POST /v1/requests" in lines[0]
     assert "Admin page (/admin)" in lines[1] and "/api/tokens" in lines[1]
+
+
+def test_a_bad_report_schedule_stops_serve_before_it_touches_the_file(tmp_path):
+    db = tmp_path / "never.duckdb"
+    env = {"TOKENSHAPE_REPORT_CRON": "0 25 * * 1"}
+    out = cli("serve", "--db", str(db), "--port", "1", check=False, env=env)
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        "error: invalid setting: report_cron: report schedule: hour '25' is outside 0-23"
+    )
+    assert not db.exists() and "serving" not in out.stdout
+    # A command that does not send email is not held up by the email's schedule.
+    assert cli("migrate", "--db", str(db), env=env).returncode == 0

@@ -226,3 +226,11 @@ def test_tensorrt_llm_memory_fraction_is_a_share_of_free_memory():
 def test_block_counts_of_several_ranks_take_the_smallest():
     log = "rank0 # GPU blocks: 3000, # CPU blocks: 2048\nrank1 # GPU blocks: 2900, # CPU blocks: 1"
     assert parse_startup_log(log).kv_tokens == 2900 * 16
+
+
+@pytest.mark.parametrize("field", ["params", "gpu_memory_gib", "cost_per_gpu_hour"])
+def test_a_profile_refuses_infinite_numbers(field):
+    # Stored as JSON, which has no Infinity: the API and the editor both answer with the field.
+    data = {**PROFILE.model_dump(exclude_none=True), field: float("inf")}
+    with pytest.raises(ValueError, match=field):
+        EngineProfile.model_validate(data)
