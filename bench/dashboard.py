@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app import demo  # noqa: E402
+from app.services import demo  # noqa: E402
 from app.storage.database import Database  # noqa: E402
 from bench._server import served  # noqa: E402
 

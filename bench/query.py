@@ -31,7 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app import demo  # noqa: E402
+from app.services import demo  # noqa: E402
 from app.analytics import shapes  # noqa: E402
 from app.analytics.bins import LOG2_EDGES  # noqa: E402
 from app.analytics.filters import Filter  # noqa: E402
