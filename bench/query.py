@@ -31,10 +31,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.services import demo  # noqa: E402
 from app.analytics import shapes  # noqa: E402
 from app.analytics.bins import LOG2_EDGES  # noqa: E402
 from app.analytics.filters import Filter  # noqa: E402
+from app.services import demo  # noqa: E402
 from app.storage.database import Database  # noqa: E402
 from bench._server import served  # noqa: E402
 
