@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from app.auth.bearer import require_scope
 from app.server import runtime
 from app.server.deps import ClockDep, SettingsDep, WriterDep
+from app.server.errors import ErrorResponse
 from app.server.ratelimit import Limited, RateLimiter
 from app.storage.batches import Batch, Reject, WriteResult
 from app.storage.tokens import TokenInfo
@@ -22,7 +23,7 @@ from app.storage.write.writer import Writer, WriterSaturated, WriterStopped, fai
 from ingest.body import BodyError, check_native_type, media_type, read_limited
 from ingest.formats import litellm, otlp
 from ingest.formats.native import EnvelopeError, parse
-from ingest.schemas import ErrorResponse, IngestResponse, ItemError
+from ingest.schemas import IngestResponse, ItemError
 
 log = logging.getLogger("tokenshape.ingest")
 router = APIRouter(tags=["ingest"])

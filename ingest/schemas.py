@@ -4,10 +4,6 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from app.server.errors import ErrorResponse
-
-__all__ = ["ErrorResponse", "IngestResponse", "ItemError"]
-
 
 class ItemError(BaseModel):
     """Why one item of a batch was rejected."""

@@ -16,7 +16,7 @@ from starlette.requests import HTTPConnection
 
 from app.auth.state import AuthState
 from app.config import Settings
-from app.jobs.cron import check_setting, parse_cron
+from app.jobs.cron import Cron, check_setting
 from app.jobs.retention import RetentionJob
 from app.jobs.schedule import ReportScheduler
 from app.server.metrics import Metrics
@@ -46,6 +46,7 @@ class Runtime:
     auth: AuthState
     rate_limiter: RateLimiter
     metrics: Metrics
+    report_cron: Cron  # TOKENSHAPE_REPORT_CRON, parsed (and so checked) when built
     writer: Writer | None = None  # set when the lifespan starts it
     retention: RetentionJob | None = None
     report_scheduler: ReportScheduler | None = None
@@ -60,7 +61,7 @@ class Runtime:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> Runtime:
         """Everything that needs no open database; `running()` opens and starts the rest."""
-        check_setting(settings.report_cron)
+        report_cron = check_setting(settings.report_cron)
         database = db or Database(settings.db)
         runtime = cls(
             settings=settings,
@@ -83,6 +84,7 @@ class Runtime:
                 monotonic,
             ),
             metrics=Metrics(database, lambda: runtime.writer),
+            report_cron=report_cron,
         )
         return runtime
 
@@ -134,7 +136,7 @@ class Runtime:
                 await stack.enter_async_context(self.retention)
             if settings.report_to and settings.smtp_host:
                 self.report_scheduler = ReportScheduler(
-                    parse_cron(settings.report_cron),
+                    self.report_cron,
                     settings.report_tz,
                     send_week,
                     lambda week: report_runs.sent(self.db, week),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from alembic import command
@@ -33,6 +34,7 @@ def _config() -> Config:
     return cfg
 
 
+@functools.cache  # the migrations folder does not change while a process runs
 def head_revision() -> str:
     """The newest migration revision this code knows."""
     head = ScriptDirectory.from_config(_config()).get_current_head()

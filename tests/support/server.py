@@ -18,7 +18,7 @@ from app.main import create_app
 from app.storage import tokens, users
 from app.storage.database import Database
 from tests.support import http
-from tests.support.database import open_if_current, open_migrated
+from tests.support.database import open_migrated
 from tests.support.net import free_port
 
 PASSWORD = "correct horse battery"
@@ -103,8 +103,8 @@ _stopping: list[threading.Thread] = []
 def serve(settings: Settings, *, wait: bool = True, **app_kwargs) -> Iterator[LiveServer]:
     """Run the app until the generator is closed; app_kwargs go to create_app (e.g. clocks).
 
-    A database file already at the newest revision (a copy of a template) is opened without
-    running Alembic again; a missing one is created and migrated by the app, as in production.
+    The lifespan opens the file as in production: a copy of a template, already at the newest
+    revision, without running Alembic again; a missing one is created and migrated.
 
     Closing the generator stops the server: it stops taking connections at once; with
     `wait=False` the rest of its stop (uvicorn's grace period, the writer, closing the file)
@@ -113,7 +113,6 @@ def serve(settings: Settings, *, wait: bool = True, **app_kwargs) -> Iterator[Li
     itself keeps the default."""
     db = Database(settings.db)
     app = create_app(settings, db=db, **app_kwargs)
-    open_if_current(db)  # else the lifespan opens and migrates it, as in production
     config = uvicorn.Config(
         app, host="127.0.0.1", port=settings.port, log_level="warning", lifespan="on"
     )

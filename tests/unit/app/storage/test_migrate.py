@@ -31,3 +31,29 @@ def test_migration_builds_the_reference_schema(tmp_path):
     # Migrating again is a no-op and keeps the revision.
     with Database(tmp_path / "m.duckdb").open() as db:
         assert db.revision == migrate.head_revision()
+
+
+def _at_revision(path, revision: str) -> None:
+    """A database file migrated only as far as `revision`, as an older release left it."""
+    from alembic import command
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    cfg = migrate._config()
+    engine = create_engine(f"duckdb:///{path}", poolclass=NullPool)
+    with engine.begin() as connection:
+        cfg.attributes["connection"] = connection
+        command.upgrade(cfg, revision)
+    engine.dispose()
+
+
+def test_an_older_file_is_migrated_and_a_current_one_opened_as_it_is(tmp_path):
+    path = tmp_path / "old.duckdb"
+    _at_revision(path, "0003")
+    with Database(path).open() as db:  # not at head: Alembic runs
+        assert db.revision == migrate.head_revision()
+        rows = db.cursor().execute("SELECT table_name FROM duckdb_tables()").fetchall()
+        tables = {r[0] for r in rows}
+        assert {"rollup_ttft", "rollup_gaps"} <= tables  # what 0004 adds
+    with Database(path).open() as db:  # at head: opened without a migration, same revision
+        assert db.revision == migrate.head_revision()
