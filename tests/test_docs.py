@@ -228,7 +228,10 @@ def test_readme_and_architecture_stay_short():
 
 def test_docs_name_only_paths_that_exist():
     # bench/RESULTS.md is history: it names paths as they were at each commit.
-    pattern = re.compile(r"\b(?:app|ingest|bench|migrations|static|jsbundle)/[\w./-]*")
+    # A path from the repository root (tests/unit/app/… is a tests/ path, not an app/ one).
+    pattern = re.compile(
+        r"(?<![\w./-])(?:app|ingest|bench|migrations|static|jsbundle|tests)/[\w./-]*"
+    )
     for page, text in _hand_written().items():
         if page == "bench/RESULTS.md":
             continue

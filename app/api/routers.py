@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI
 
-from app.api import admin, backup, drift, engines, health, latency, metrics, openapi, shapes
+from app.api import (
+    admin,
+    backup,
+    drift,
+    engines,
+    health,
+    latency,
+    load,
+    metrics,
+    openapi,
+    performance,
+    shapes,
+)
 from app.auth import routes as auth_routes
 
 
@@ -18,7 +30,9 @@ def include(app: FastAPI, ingest: APIRouter) -> None:
     app.include_router(health.router)
     app.include_router(shapes.router)
     app.include_router(latency.router)
+    app.include_router(load.router)
     app.include_router(engines.router)
+    app.include_router(performance.router)
     app.include_router(drift.router)
     app.include_router(metrics.router)
     app.include_router(openapi.unknown)  # after every /api router, before Dash's pages

@@ -17,6 +17,7 @@ from app.cli import (
     demo,
     imports,
     migrate,
+    perf,
     reports,
     retention,
     serve,
@@ -44,6 +45,7 @@ REGISTER = (
     ship.add_parser,
     reports.add_parser,
     sizing.add_seasonal,
+    perf.add_parser,
 )
 
 

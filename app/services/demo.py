@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import cast
 from zoneinfo import ZoneInfo
 
 import numpy as np
 import pyarrow as pa
 
+from app.services.demo_physics import physics
 from app.storage import rollups
 from app.storage.batches import Batch
 from app.storage.database import Database
@@ -40,15 +40,6 @@ class Workload:
     rhythm: str  # "office", "always" or "night"
     isl_max: int = 32_000
     osl_max: int = 4_096
-
-
-@dataclass(frozen=True)
-class Engine:
-    """How fast one deployment runs: prefill rate, decode step time, overheads."""
-
-    prefill_tokens_per_ms: float
-    itl_ms: float
-    base_ttft_ms: float
 
 
 WORKLOADS: tuple[Workload, ...] = (
@@ -129,11 +120,8 @@ WORKLOADS: tuple[Workload, ...] = (
     ),
 )
 
-ENGINES: dict[str, Engine] = {
-    "chat-8b": Engine(prefill_tokens_per_ms=18.0, itl_ms=9.0, base_ttft_ms=35.0),
-    "llm-70b": Engine(prefill_tokens_per_ms=4.5, itl_ms=28.0, base_ttft_ms=80.0),
-    "code-7b": Engine(prefill_tokens_per_ms=20.0, itl_ms=8.0, base_ttft_ms=30.0),
-}
+# The demo engines; their profiles (DEMO_PROFILES) decide their latencies.
+ENGINES = ("chat-8b", "llm-70b", "code-7b")
 
 
 @dataclass
@@ -179,8 +167,14 @@ def generate(
     tz: str = "UTC",
     end: datetime | None = None,
     offset: int = 0,
+    total: int | None = None,
+    itl_scale: float = 1.0,
 ) -> pa.Table:
-    """Rows `offset`..`offset+n` of the demo traffic (same seed, same rows, any chunking)."""
+    """Rows `offset`..`offset+n` of `total` demo requests (same seed and chunks, same rows).
+
+    Latencies come from the performance model of each engine's profile (demo_physics.py) at
+    the requests in flight the engine's arrival rate gives; `itl_scale` slows every decode
+    step by that factor (what a calibration must find)."""
     end = end or datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     start = end - timedelta(days=days)
     hour_starts, local_hour, weekday = _hour_grid(start, days, tz)
@@ -191,20 +185,12 @@ def generate(
     started = np.empty(n, dtype=np.int64)
     isl = np.empty(n, dtype=np.int64)
     osl = np.empty(n, dtype=np.int64)
-    load = np.empty(n, dtype=np.float64)
-    # Load of each engine per hour drives queueing and decode slowdown.
-    engine_load = {}
-    for name in ENGINES:
-        # An array, not sum()'s start 0: every engine in ENGINES has a workload.
-        weights = cast(
-            np.ndarray,
-            sum(
-                w.share * _rhythm(w.rhythm, local_hour, weekday)
-                for w in WORKLOADS
-                if w.engine == name
-            ),
-        )
-        engine_load[name] = weights / weights.max()
+    rate = np.zeros(n, dtype=np.float64)  # the engine's arrival rate in the request's hour
+    total = total or n
+    engine_rate = {name: np.zeros(len(hour_starts)) for name in ENGINES}
+    for w in WORKLOADS:
+        p = _rhythm(w.rhythm, local_hour, weekday)
+        engine_rate[w.engine] += total * w.share / shares.sum() * p / p.sum() / 3600.0
     for k, w in enumerate(WORKLOADS):
         idx = np.flatnonzero(which == k)
         if not len(idx):
@@ -214,17 +200,24 @@ def generate(
         started[idx] = hour_starts[hours] + rng.integers(0, 3600 * US, len(idx))
         isl[idx] = _lognormal(rng, w.isl_median, w.isl_sigma, len(idx), 1, w.isl_max)
         osl[idx] = _lognormal(rng, w.osl_median, w.osl_sigma, len(idx), 1, w.osl_max)
-        load[idx] = engine_load[w.engine][hours]
+        rate[idx] = engine_rate[w.engine][hours]
 
     engine_names = np.array([w.engine for w in WORKLOADS])[which]
-    prefill = np.array([ENGINES[w.engine].prefill_tokens_per_ms for w in WORKLOADS])[which]
-    itl_base = np.array([ENGINES[w.engine].itl_ms for w in WORKLOADS])[which]
-    ttft_base = np.array([ENGINES[w.engine].base_ttft_ms for w in WORKLOADS])[which]
-
-    queue = rng.exponential(2.0 + 120.0 * load**3)
-    ttft = ttft_base + queue + isl / prefill * (1 + 0.3 * load) * rng.lognormal(0, 0.12, n)
-    itl = itl_base * (1 + 0.9 * load) * rng.lognormal(0, 0.15, n)
-
+    ttft = np.empty(n)
+    itl = np.empty(n)
+    queue = np.empty(n)
+    for name in ENGINES:
+        idx = np.flatnonzero(engine_names == name)
+        if len(idx):
+            ttft[idx], itl[idx], queue[idx] = physics(DEMO_PROFILES[name]).sample(
+                rng,
+                isl[idx],
+                osl[idx],
+                started[idx],
+                rate[idx],
+                thinning=total / n,
+                itl_scale=itl_scale,
+            )
     status = np.full(n, "ok", dtype=object)
     error_type = np.full(n, None, dtype=object)
     roll = rng.random(n)
@@ -332,15 +325,27 @@ def seed(
     tz: str = "UTC",
     end: datetime | None = None,
     progress: Callable[[int], None] | None = None,
+    itl_scale: float = 1.0,
 ) -> SeedStats:
-    """Generate and store demo traffic in chunks; re-running with the same seed adds nothing."""
+    """Generate and store demo traffic in chunks; re-running with the same seed adds nothing.
+
+    `itl_scale` slows every decode step by that factor (a known slowdown to calibrate on)."""
     end = end or datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     store = RequestStore(db.new_cursor())
     stats = SeedStats()
     try:
         for offset in range(0, requests, CHUNK):
             n = min(CHUNK, requests - offset)
-            rows = generate(n, days=days, seed=seed, tz=tz, end=end, offset=offset)
+            rows = generate(
+                n,
+                days=days,
+                seed=seed,
+                tz=tz,
+                end=end,
+                offset=offset,
+                total=requests,
+                itl_scale=itl_scale,
+            )
             (result,) = store.write([Batch("demo", "demo", end, rows)])
             stats.accepted += result.accepted
             stats.duplicates += result.duplicates

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from app.sizing.logparse import parse_startup_log
+from app.sizing.logparse import parse_log_facts, parse_startup_log
 from app.sizing.profile import EngineProfile
 from app.storage import engines
 from app.storage.database import Database
@@ -31,7 +31,19 @@ BUILD_FIELDS = (
     "memory_fraction",
     "framework",
     "max_num_tokens",
+    "hf_model",
+    "hf_config",
+    "engine_version",
+    "chunked_prefill",
+    "gpus_per_node",
+    "gpu_arch",
+    "gpu_bandwidth_gbs",
+    "gpu_bf16_tflops",
+    "gpu_fp8_tflops",
+    "gpu_fp4_tflops",
 )
+# What a pasted log states besides the KV capacity, and the profile field it fills.
+LOG_FIELDS = (("weights_gib", "weights_gib_logged"), ("engine_version", "engine_version"))
 
 
 class NoProfile(LookupError):
@@ -74,13 +86,20 @@ def edited_profile(
                 "startup_log: no KV cache size found; paste the line 'GPU KV cache size: N "
                 "tokens' (vLLM) or '… max tokens in paged KV cache (N)' (TensorRT-LLM)"
             )
+        facts = parse_log_facts(startup_log)
         data = {
             **data,
             "measured_kv_tokens": measured.kv_tokens,
             "measured_source": f"{measured.framework} startup log: {measured.line[:200]}",
+            **{
+                field: getattr(facts, fact)
+                for fact, field in LOG_FIELDS
+                if getattr(facts, fact) is not None and not data.get(field)
+            },
         }
     elif previous and any(previous.get(f) != data.get(f) for f in BUILD_FIELDS):
-        data = {k: v for k, v in data.items() if k not in ("measured_kv_tokens", "measured_source")}
+        stale = ("measured_kv_tokens", "measured_source", "weights_gib_logged")
+        data = {k: v for k, v in data.items() if k not in stale}
     try:
         return EngineProfile.model_validate(data)
     except ValidationError as exc:

@@ -1,96 +1,219 @@
-"""Built-in model architectures and GPUs, from the models' published configs and GPU specs."""
+"""Built-in model architectures and GPUs, from the models' published configs and GPU specs.
+
+Models are parsed from their Hugging Face config.json (`app.sizing.hfconfig`): the configs
+aiconfigurator-core bundles (`app.sizing.bundled`), or the few literal configs below for models
+it does not ship. GPUs are in `app.sizing.gpus`; both are re-exported here for the callers.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
 
-GIB = 1024**3
+from app.sizing.bundled import BUNDLED_CONFIGS, bundled_config
+from app.sizing.gpus import GPUS, GpuSpec, gpu_named
+from app.sizing.hfconfig import parse_hf_config
+from app.sizing.modelspec import DTYPE_BYTES, GIB, ModelSpec
 
+__all__ = [
+    "DTYPE_BYTES",
+    "GIB",
+    "GPUS",
+    "HF_ALIASES",
+    "MODELS",
+    "GpuSpec",
+    "ModelSpec",
+    "dtype_supported",
+    "gpu_named",
+    "model_for_hf_id",
+]
 
-@dataclass(frozen=True)
-class ModelSpec:
-    """What the memory math needs of a model's architecture (its Hugging Face config)."""
-
-    name: str
-    hf_id: str
-    params: float  # parameters, all experts included
-    layers: int
-    kv_heads: int
-    head_dim: int
-    hidden_size: int
-    max_position_embeddings: int
-
-
-@dataclass(frozen=True)
-class GpuSpec:
-    """A GPU as CUDA reports it: memory is what `torch.cuda.mem_get_info` calls total."""
-
-    name: str
-    memory_gib: float
-    arch: str
-    fp8: bool
-    fp4: bool
-
-
-MODELS: dict[str, ModelSpec] = {
-    m.name: m
-    for m in (
-        ModelSpec(
-            "llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct", 8.03e9, 32, 8, 128, 4096, 131072
-        ),
-        ModelSpec(
-            "llama-3.1-70b", "meta-llama/Llama-3.1-70B-Instruct", 70.6e9, 80, 8, 128, 8192, 131072
-        ),
-        ModelSpec(
-            "llama-3.1-405b",
-            "meta-llama/Llama-3.1-405B-Instruct",
-            405.9e9,
-            126,
-            8,
-            128,
-            16384,
-            131072,
-        ),
-        ModelSpec(
-            "mistral-7b", "mistralai/Mistral-7B-Instruct-v0.3", 7.25e9, 32, 8, 128, 4096, 32768
-        ),
-        ModelSpec(
-            "mixtral-8x7b", "mistralai/Mixtral-8x7B-Instruct-v0.1", 46.7e9, 32, 8, 128, 4096, 32768
-        ),
-        ModelSpec("qwen2.5-7b", "Qwen/Qwen2.5-7B-Instruct", 7.62e9, 28, 4, 128, 3584, 32768),
-        ModelSpec("qwen2.5-32b", "Qwen/Qwen2.5-32B-Instruct", 32.76e9, 64, 8, 128, 5120, 32768),
-        ModelSpec("qwen2.5-72b", "Qwen/Qwen2.5-72B-Instruct", 72.7e9, 80, 8, 128, 8192, 32768),
-        ModelSpec(
-            "nemotron-4-340b", "nvidia/Nemotron-4-340B-Instruct", 341e9, 96, 8, 192, 18432, 4096
-        ),
-    )
+# Published config.json fields of catalog models aiconfigurator does not bundle.
+_LITERAL: dict[str, dict[str, Any]] = {
+    "mistralai/Mistral-7B-Instruct-v0.3": {
+        "model_type": "mistral",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 32768,
+        "max_position_embeddings": 32768,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    },
+    "Qwen/Qwen2.5-7B-Instruct": {
+        "model_type": "qwen2",
+        "hidden_size": 3584,
+        "intermediate_size": 18944,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "vocab_size": 152064,
+        "max_position_embeddings": 32768,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    },
+    "Qwen/Qwen2.5-32B-Instruct": {
+        "model_type": "qwen2",
+        "hidden_size": 5120,
+        "intermediate_size": 27648,
+        "num_hidden_layers": 64,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 8,
+        "vocab_size": 152064,
+        "max_position_embeddings": 32768,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    },
+    "Qwen/Qwen2.5-72B-Instruct": {
+        "model_type": "qwen2",
+        "hidden_size": 8192,
+        "intermediate_size": 29568,
+        "num_hidden_layers": 80,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "vocab_size": 152064,
+        "max_position_embeddings": 32768,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    },
+    "nvidia/Nemotron-4-340B-Instruct": {
+        "model_type": "nemotron",
+        "hidden_size": 18432,
+        "ffn_hidden_size": 73728,
+        "num_hidden_layers": 96,
+        "num_attention_heads": 96,
+        "num_key_value_heads": 8,
+        "vocab_size": 256000,
+        "max_position_embeddings": 4096,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    },
 }
 
-# Total memory as CUDA sees it (slightly under the marketed size); FP8 needs Ada, Hopper or
-# newer, FP4 needs Blackwell.
-GPUS: dict[str, GpuSpec] = {
-    g.name: g
-    for g in (
-        GpuSpec("A10G", 22.07, "ampere", False, False),
-        GpuSpec("L4", 22.05, "ada", True, False),
-        GpuSpec("L40S", 44.42, "ada", True, False),
-        GpuSpec("A100-40GB", 39.39, "ampere", False, False),
-        GpuSpec("A100-80GB", 79.15, "ampere", False, False),
-        GpuSpec("H100", 79.19, "hopper", True, False),
-        GpuSpec("H200", 139.72, "hopper", True, False),
-        GpuSpec("B200", 178.36, "blackwell", True, True),
-    )
+# Catalog name → (the id the commands serve, the config it is parsed from).
+_ENTRIES: dict[str, tuple[str, str]] = {
+    "llama-3.1-8b": ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Meta-Llama-3.1-8B"),
+    "llama-3.1-70b": ("meta-llama/Llama-3.1-70B-Instruct", "meta-llama/Meta-Llama-3.1-70B"),
+    "llama-3.1-405b": ("meta-llama/Llama-3.1-405B-Instruct", "meta-llama/Meta-Llama-3.1-405B"),
+    "llama-3.3-70b": ("meta-llama/Llama-3.3-70B-Instruct", "meta-llama/Meta-Llama-3.1-70B"),
+    "llama-4-scout": (
+        "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+        "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+    ),
+    "llama-4-maverick": (
+        "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
+        "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
+    ),
+    "mistral-7b": ("mistralai/Mistral-7B-Instruct-v0.3", "mistralai/Mistral-7B-Instruct-v0.3"),
+    "mixtral-8x7b": ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mistralai/Mixtral-8x7B-v0.1"),
+    "mixtral-8x22b": ("mistralai/Mixtral-8x22B-Instruct-v0.1", "mistralai/Mixtral-8x22B-v0.1"),
+    "qwen2.5-7b": ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-7B-Instruct"),
+    "qwen2.5-32b": ("Qwen/Qwen2.5-32B-Instruct", "Qwen/Qwen2.5-32B-Instruct"),
+    "qwen2.5-72b": ("Qwen/Qwen2.5-72B-Instruct", "Qwen/Qwen2.5-72B-Instruct"),
+    "qwen3-8b": ("Qwen/Qwen3-8B", "Qwen/Qwen3-8B"),
+    "qwen3-32b": ("Qwen/Qwen3-32B", "Qwen/Qwen3-32B"),
+    "qwen3-32b-fp8": ("Qwen/Qwen3-32B-FP8", "Qwen/Qwen3-32B-FP8"),
+    "qwen3-30b-a3b": ("Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-30B-A3B"),
+    "qwen3-30b-a3b-fp8": ("Qwen/Qwen3-30B-A3B-FP8", "Qwen/Qwen3-30B-A3B-FP8"),
+    "qwen3-235b-a22b": ("Qwen/Qwen3-235B-A22B", "Qwen/Qwen3-235B-A22B"),
+    "qwen3-235b-a22b-fp8": ("Qwen/Qwen3-235B-A22B-FP8", "Qwen/Qwen3-235B-A22B-FP8"),
+    "qwen3-coder-480b": (
+        "Qwen/Qwen3-Coder-480B-A35B-Instruct",
+        "Qwen/Qwen3-Coder-480B-A35B-Instruct",
+    ),
+    "qwen3.5-27b": ("Qwen/Qwen3.5-27B", "Qwen/Qwen3.5-27B"),
+    "deepseek-v3": ("deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3"),
+    "deepseek-r1": ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-R1"),
+    "kimi-k2": ("moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2-Instruct"),
+    "gpt-oss-20b": ("openai/gpt-oss-20b", "openai/gpt-oss-20b"),
+    "gpt-oss-120b": ("openai/gpt-oss-120b", "openai/gpt-oss-120b"),
+    "nemotron-3-nano-30b": (
+        "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+        "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+    ),
+    "nemotron-4-340b": ("nvidia/Nemotron-4-340B-Instruct", "nvidia/Nemotron-4-340B-Instruct"),
 }
 
-DTYPE_BYTES: dict[str, float] = {
-    "fp32": 4,
-    "bf16": 2,
-    "fp16": 2,
-    "fp8": 1,
-    "int8": 1,
-    "fp4": 0.5,
-    "int4": 0.5,
+# Hugging Face ids that share a bundled model's architecture (instruct and base variants).
+HF_ALIASES: dict[str, str] = {
+    "meta-llama/llama-3.1-8b": "meta-llama/Meta-Llama-3.1-8B",
+    "meta-llama/meta-llama-3.1-8b-instruct": "meta-llama/Meta-Llama-3.1-8B",
+    "meta-llama/llama-3.1-70b": "meta-llama/Meta-Llama-3.1-70B",
+    "meta-llama/meta-llama-3.1-70b-instruct": "meta-llama/Meta-Llama-3.1-70B",
+    "meta-llama/llama-3.1-405b": "meta-llama/Meta-Llama-3.1-405B",
+    "meta-llama/meta-llama-3.1-405b-instruct": "meta-llama/Meta-Llama-3.1-405B",
+    "mistralai/mixtral-8x7b-instruct-v0.1": "mistralai/Mixtral-8x7B-v0.1",
+    "mistralai/mixtral-8x22b-instruct-v0.1": "mistralai/Mixtral-8x22B-v0.1",
+    "qwen/qwen3-coder-30b-a3b-instruct-fp8": "Qwen/Qwen3-30B-A3B-FP8",
+    "qwen/qwen3-30b-a3b-instruct-2507": "Qwen/Qwen3-30B-A3B",
+    "qwen/qwen3-235b-a22b-instruct-2507": "Qwen/Qwen3-235B-A22B",
+    "qwen/qwen3-235b-a22b-instruct-2507-fp8": "Qwen/Qwen3-235B-A22B-FP8",
+    "deepseek-ai/deepseek-v3-0324": "deepseek-ai/DeepSeek-V3",
+    "deepseek-ai/deepseek-r1-0528": "deepseek-ai/DeepSeek-R1",
+    "deepseek-ai/deepseek-v3.1": "deepseek-ai/DeepSeek-V3",
+    "meta-llama/meta-llama-3-8b": "meta-llama/Meta-Llama-3.1-8B",
+    "meta-llama/meta-llama-3-8b-instruct": "meta-llama/Meta-Llama-3.1-8B",
+    "meta-llama/llama-3.1-70b-instruct": "meta-llama/Meta-Llama-3.1-70B",
+    "meta-llama/llama-3.3-70b-instruct": "meta-llama/Meta-Llama-3.1-70B",
+    "qwen/qwen3-8b-instruct": "Qwen/Qwen3-8B",
+    "qwen/qwen2.5-7b": "Qwen/Qwen2.5-7B-Instruct",
+    "qwen/qwen2.5-32b": "Qwen/Qwen2.5-32B-Instruct",
+    "qwen/qwen2.5-72b": "Qwen/Qwen2.5-72B-Instruct",
+    "qwen/qwen2-7b-instruct": "Qwen/Qwen2.5-7B-Instruct",
 }
+
+
+def _config(key: str) -> dict[str, Any] | None:
+    if key in _LITERAL:
+        return dict(_LITERAL[key])
+    return bundled_config(key)
+
+
+def _build() -> dict[str, ModelSpec]:
+    out: dict[str, ModelSpec] = {}
+    for name, (hf_id, key) in _ENTRIES.items():
+        config = _config(key)
+        assert config is not None, key
+        out[name] = parse_hf_config(config, name=name, hf_id=hf_id)
+    return out
+
+
+MODELS: dict[str, ModelSpec] = _build()
+_BY_HF_ID = {m.hf_id.lower(): m for m in MODELS.values()}
+
+
+def model_config(hf_id: str) -> dict[str, Any] | None:
+    """The config.json this package knows for a Hugging Face id (bundled, literal or aliased)."""
+    lowered = hf_id.strip().lower()
+    for served, key in _ENTRIES.values():
+        if served.lower() == lowered:
+            return _config(key)
+    if lowered in HF_ALIASES:
+        return _config(HF_ALIASES[lowered])
+    for key in _LITERAL:
+        if key.lower() == lowered:
+            return _config(key)
+    return bundled_config(hf_id)
+
+
+def model_for_hf_id(hf_id: str) -> ModelSpec | None:
+    """The architecture of a Hugging Face id this package knows, else None (then the profile
+    needs the model's config.json pasted as `hf_config`)."""
+    lowered = hf_id.strip().lower()
+    if lowered in _BY_HF_ID:
+        return _BY_HF_ID[lowered]
+    config = model_config(hf_id)
+    if config is None:
+        return None
+    return parse_hf_config(config, name="hf", hf_id=hf_id)
+
+
+def known_hf_ids() -> list[str]:
+    """Every Hugging Face id `model_for_hf_id` resolves without a pasted config."""
+    ids = {served for served, _ in _ENTRIES.values()} | set(BUNDLED_CONFIGS) | set(_LITERAL)
+    return sorted(ids, key=str.lower)
 
 
 def dtype_supported(gpu: GpuSpec, dtype: str) -> str | None:

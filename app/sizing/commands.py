@@ -72,8 +72,29 @@ def nim_env(profile: EngineProfile, b: Bounds) -> str:
     return "\n".join(lines)
 
 
+def sglang_command(profile: EngineProfile, b: Bounds) -> str:
+    """`python -m sglang.launch_server …` with the bounds as SGLang's flags."""
+    args = ["python", "-m", "sglang.launch_server", "--model-path", profile.model_id]
+    if profile.tensor_parallel > 1:
+        args += ["--tp-size", str(profile.tensor_parallel)]
+    if profile.pipeline_parallel > 1:
+        args += ["--pp-size", str(profile.pipeline_parallel)]
+    args += ["--context-length", str(b.max_seq_len)]
+    if b.max_batch_size:
+        args += ["--max-running-requests", str(b.max_batch_size)]
+    if b.max_num_tokens:
+        args += ["--chunked-prefill-size", str(b.max_num_tokens)]
+    args += ["--mem-fraction-static", f"{profile.memory_fraction:g}"]
+    if profile.weight_dtype == "fp8":
+        args += ["--quantization", "fp8"]
+    if profile.kv_dtype == "fp8":
+        args += ["--kv-cache-dtype", "fp8_e4m3"]
+    return shlex.join(args)
+
+
 def commands(profile: EngineProfile, b: Bounds) -> dict[str, str]:
-    """All three, keyed by framework; the profile's own framework first."""
+    """All four, keyed by framework; the profile's own framework first."""
     out = {"vllm": vllm_command(profile, b), "trtllm": trtllm_command(profile, b)}
     out["nim"] = nim_env(profile, b)
+    out["sglang"] = sglang_command(profile, b)
     return {profile.framework: out[profile.framework], **out}

@@ -1,18 +1,39 @@
-"""An engine profile (DESIGN §7): model, GPUs, dtypes and the bounds it was built with."""
+"""An engine profile (DESIGN §7): model, GPUs, dtypes and the bounds it was built with.
+
+A model is a catalog name, `custom` (the architecture fields by hand), or a Hugging Face model:
+`model: "hf"` (or the Hugging Face id itself as `model`) with `hf_model`, its architecture from
+`hf_config` (a pasted config.json) or, without one, from the configs this package knows
+(`catalog.model_for_hf_id`). A GPU is a catalog name (aliases such as "RTX 4090" accepted) or
+`custom`, described by `gpu_memory_gib`, `gpu_arch` and optionally bandwidth and FLOPS.
+"""
 
 from __future__ import annotations
 
+import json
+import re
 from email.utils import getaddresses
-from typing import Literal
+from functools import lru_cache
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from app.sizing.catalog import GPUS, MODELS, GpuSpec, ModelSpec, dtype_supported
+from app.sizing.catalog import GPUS, MODELS, GpuSpec, ModelSpec, dtype_supported, model_for_hf_id
+from app.sizing.gpus import ARCHES, custom_gpu, gpu_named, with_memory
+from app.sizing.hfconfig import ConfigError, parse_hf_config, validate_config
 
 WeightDtype = Literal["bf16", "fp16", "fp8", "int8", "fp4", "int4"]
 # What the engines' KV caches take: vLLM bf16/fp16/fp8; TensorRT-LLM adds int8.
 KvDtype = Literal["bf16", "fp16", "fp8", "int8"]
 HF_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$"
+_HF_ID_RE = re.compile(HF_ID)
+GpuArch = Literal["ampere", "ada", "hopper", "blackwell", "cdna3"]
+assert set(ARCHES) == set(get_args(GpuArch))
+ENGINE_VERSION = r"^v?\d+\.\d+[0-9A-Za-z.+_ -]{0,38}$"
+
+
+@lru_cache(maxsize=256)
+def _parsed(config_json: str, hf_id: str) -> ModelSpec:
+    return parse_hf_config(json.loads(config_json), name="hf", hf_id=hf_id)
 
 
 class EngineProfile(BaseModel):
@@ -21,12 +42,22 @@ class EngineProfile(BaseModel):
     # No infinite numbers: JSON (the stored form) has none, and no GPU costs infinity.
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    model: str = Field(description="A catalog model (e.g. llama-3.1-8b) or 'custom'.")
+    model: str = Field(
+        "hf",
+        max_length=200,
+        description="A catalog model (e.g. llama-3.1-8b), 'custom', or 'hf' (or a Hugging Face "
+        "id): the architecture from hf_config or the known configs of hf_model.",
+    )
     hf_model: str | None = Field(
         None,
         pattern=HF_ID,
         max_length=200,
         description="Model id for the commands (e.g. org/name); the catalog's by default.",
+    )
+    hf_config: dict[str, Any] | None = Field(
+        None,
+        description="The model's config.json (pasted; at most 256 KB): architecture, experts, "
+        "attention layout and quantization_config.",
     )
     params: float | None = Field(None, gt=0, description="Custom model: parameter count.")
     layers: int | None = Field(None, gt=0, description="Custom model: transformer layers.")
@@ -34,8 +65,16 @@ class EngineProfile(BaseModel):
     head_dim: int | None = Field(None, gt=0, description="Custom model: head dimension.")
     hidden_size: int | None = Field(None, gt=0, description="Custom model: hidden size.")
     max_position_embeddings: int | None = Field(None, gt=0, description="Custom model: context.")
-    gpu: str = Field(description="A catalog GPU: " + ", ".join(GPUS))
-    gpu_memory_gib: float | None = Field(None, gt=0, description="Override the GPU's memory.")
+    gpu: str = Field(description="A catalog GPU (" + ", ".join(GPUS) + ") or 'custom'.")
+    gpu_memory_gib: float | None = Field(
+        None, gt=0, le=4096, description="Override the GPU's memory (CUDA total, GiB)."
+    )
+    gpu_arch: GpuArch | None = Field(None, description="Custom GPU: architecture.")
+    gpu_bandwidth_gbs: float | None = Field(None, gt=0, description="Custom GPU: memory GB/s.")
+    gpu_bf16_tflops: float | None = Field(None, gt=0, description="Custom GPU: dense BF16.")
+    gpu_fp8_tflops: float | None = Field(None, ge=0, description="Custom GPU: dense FP8.")
+    gpu_fp4_tflops: float | None = Field(None, ge=0, description="Custom GPU: dense FP4.")
+    gpu_label: str | None = Field(None, max_length=80, description="Custom GPU: its name.")
     tensor_parallel: int = Field(1, ge=1, le=64)
     pipeline_parallel: int = Field(1, ge=1, le=64)
     weight_dtype: WeightDtype = "bf16"
@@ -43,7 +82,23 @@ class EngineProfile(BaseModel):
     memory_fraction: float = Field(
         0.9, gt=0, le=1, description="gpu_memory_utilization / free_gpu_memory_fraction."
     )
-    framework: Literal["vllm", "trtllm", "nim"] = "vllm"
+    framework: Literal["vllm", "trtllm", "nim", "sglang"] = "vllm"
+    engine_version: str | None = Field(
+        None,
+        pattern=ENGINE_VERSION,
+        description="The engine's version (e.g. 0.19.0; '0.8.5 V0' for VLLM_USE_V1=0); "
+        "unknown versions widen the estimate's range.",
+    )
+    chunked_prefill: bool | None = Field(
+        None, description="vLLM V0 only: chunked prefill (default: on from 32k context)."
+    )
+    gpus_per_node: int = Field(8, ge=1, le=72, description="GPUs per node (NVLink domain).")
+    weights_gib_logged: float | None = Field(
+        None,
+        gt=0,
+        le=4096,
+        description="Weights per GPU from the engine's log (model weights take X GiB).",
+    )
     max_input_len: int | None = Field(None, ge=1)
     max_seq_len: int | None = Field(None, ge=1)
     max_batch_size: int | None = Field(None, ge=1)
@@ -60,11 +115,43 @@ class EngineProfile(BaseModel):
         None, gt=0, description="Measured requests/s one replica sustains; caps seasonal plans."
     )
 
+    @field_validator("hf_config", mode="before")
+    @classmethod
+    def _config(cls, value: Any) -> Any:
+        if value is None or value == {}:
+            return None
+        try:
+            return validate_config(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+
     @model_validator(mode="after")
     def _known(self) -> EngineProfile:
-        if self.gpu not in GPUS:
-            raise ValueError(f"unknown gpu {self.gpu!r}: choose one of {', '.join(GPUS)}")
-        if self.model == "custom":
+        if self.gpu == "custom":
+            missing = [f for f in ("gpu_memory_gib", "gpu_arch") if getattr(self, f) is None]
+            if missing:
+                raise ValueError(f"a custom gpu needs {', '.join(missing)}")
+        elif self.gpu not in GPUS:
+            named = gpu_named(self.gpu)
+            if named is None:
+                raise ValueError(
+                    f"unknown gpu {self.gpu!r}: choose one of {', '.join(GPUS)} or 'custom' "
+                    "(with gpu_memory_gib and gpu_arch)"
+                )
+            self.gpu = named.name
+        if self.model not in MODELS and self.model not in ("custom", "hf"):
+            if "/" in self.model and _HF_ID_RE.match(self.model):
+                self.hf_model = self.hf_model or self.model
+                self.model = "hf"
+        if self.model == "hf":
+            if self.hf_config is None and not self.hf_model:
+                raise ValueError("a Hugging Face model needs hf_model (org/name) or hf_config")
+            if self.hf_config is None and model_for_hf_id(self.hf_model or "") is None:
+                raise ValueError(
+                    f"unknown architecture for {self.hf_model!r}: paste its config.json as "
+                    "hf_config (or choose a catalog model)"
+                )
+        elif self.model == "custom":
             missing = [
                 f
                 for f in ("params", "layers", "kv_heads", "head_dim", "hidden_size")
@@ -74,7 +161,8 @@ class EngineProfile(BaseModel):
                 raise ValueError(f"a custom model needs {', '.join(missing)}")
         elif self.model not in MODELS:
             raise ValueError(
-                f"unknown model {self.model!r}: choose one of {', '.join(MODELS)} or 'custom'"
+                f"unknown model {self.model!r}: choose one of {', '.join(MODELS)}, 'custom', or "
+                "'hf' with hf_model / hf_config"
             )
         if self.max_input_len and self.max_seq_len and self.max_input_len >= self.max_seq_len:
             raise ValueError("max_input_len must be smaller than max_seq_len")
@@ -102,7 +190,15 @@ class EngineProfile(BaseModel):
         return self.tensor_parallel * self.pipeline_parallel
 
     def spec(self) -> ModelSpec:
-        """The model's architecture: the catalog's, or the custom fields."""
+        """The model's architecture: the catalog's, the custom fields, or the Hugging Face
+        config (pasted, else the one this package knows for hf_model)."""
+        if self.model == "hf":
+            hf_id = self.hf_model or ""
+            if self.hf_config is not None:
+                return _parsed(json.dumps(self.hf_config, sort_keys=True), hf_id)
+            found = model_for_hf_id(hf_id)
+            assert found is not None  # the validator checked it
+            return found
         if self.model != "custom":
             return MODELS[self.model]
         return ModelSpec(
@@ -117,10 +213,20 @@ class EngineProfile(BaseModel):
         )
 
     def gpu_spec(self) -> GpuSpec:
-        """The GPU, with the memory override applied."""
+        """The GPU, with the memory override applied; a custom GPU from its fields."""
+        if self.gpu == "custom":
+            return custom_gpu(
+                memory_gib=float(self.gpu_memory_gib or 0),
+                arch=str(self.gpu_arch),
+                bandwidth_gbs=self.gpu_bandwidth_gbs or 0.0,
+                bf16_tflops=self.gpu_bf16_tflops or 0.0,
+                fp8_tflops=self.gpu_fp8_tflops,
+                fp4_tflops=self.gpu_fp4_tflops,
+                name=self.gpu_label or "custom",
+            )
         gpu = GPUS[self.gpu]
         if self.gpu_memory_gib:
-            return GpuSpec(gpu.name, self.gpu_memory_gib, gpu.arch, gpu.fp8, gpu.fp4)
+            return with_memory(gpu, self.gpu_memory_gib)
         return gpu
 
     @property

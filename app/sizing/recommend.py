@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from app.sizing.catalog import GIB
-from app.sizing.memory import Memory, replica_memory
+from app.sizing.memory import Memory, memory_for_profile
 from app.sizing.profile import EngineProfile
 
 DEFAULT_COVERAGE = 0.999
@@ -128,15 +127,6 @@ def batch_and_step(
 
 
 def memory_for(profile: EngineProfile, step_tokens: int | None) -> Memory:
-    """One replica's memory for a profile (a measured KV capacity wins over the estimate)."""
-    return replica_memory(
-        profile.spec(),
-        gpu_memory_bytes=profile.gpu_spec().memory_gib * GIB,
-        gpus=profile.gpus,
-        weight_dtype=profile.weight_dtype,
-        kv_dtype=profile.kv_dtype,
-        memory_fraction=profile.memory_fraction,
-        step_tokens=step_tokens,
-        measured_kv_tokens=profile.measured_kv_tokens,
-        fraction_of_free=profile.framework == "trtllm",
-    )
+    """One replica's memory for a profile (a measured KV capacity wins over the estimate):
+    the parallelism split, framework and version, context, batch and logged weights."""
+    return memory_for_profile(profile, step_tokens)

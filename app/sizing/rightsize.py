@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TypedDict
 
-from app.sizing.catalog import GIB, GPUS, dtype_supported
+from app.sizing.catalog import GIB, dtype_supported
 from app.sizing.commands import commands
+from app.sizing.gpus import WHATIF_GPUS
 from app.sizing.memory import Memory
 from app.sizing.profile import EngineProfile
 from app.sizing.recommend import (
@@ -103,7 +104,7 @@ def _whatifs(profile: EngineProfile, rec: Bounds, t: Traffic) -> list[WhatIf]:
     ]
     variants += [
         (f"{name} × {profile.gpus}", {"gpu": name, "gpu_memory_gib": None})
-        for name in GPUS
+        for name in WHATIF_GPUS
         if name != gpu.name
     ]
     # A logged capacity belongs to today's build: alternatives are estimates, scaled by how far

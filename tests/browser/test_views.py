@@ -125,10 +125,14 @@ def test_latency_and_traffic_pages_render_without_errors(demo_live, browser, tmp
         "latency-e2e-trend",
         "latency-ttft-isl",
         "latency-itl-position",
+        "latency-inflight",
+        "latency-vs-inflight",
     ):
         page.locator(f"#{graph} .scatterlayer").first.wait_for(timeout=30_000)
     page.locator("#latency-e2e-dist .barlayer").first.wait_for(timeout=30_000)
     assert "ms more time to first token per 1,000 input tokens" in page.inner_text("body")
+    # One engine: the load split's legend names its in-flight counts ("low load (1–2 in flight)").
+    assert page.locator("#latency-ttft-isl").get_by_text("in flight)").count() >= 2
     screenshot(page, tmp_path, "latency")
     page.goto(live.url + "/traffic?window=all")
     page.locator("#traffic-matrix .heatmaplayer").wait_for(timeout=30_000)

@@ -39,6 +39,8 @@ FILTERED = [
     "/api/latency/itl-by-position",
     "/api/latency/e2e",
     "/api/traffic",
+    "/api/load",
+    "/api/latency/inflight",
 ]
 # How many requests an answer counted, for the routes that say.
 TOTAL = {"/api/heatmap": "total", "/api/shapes": "total", "/api/latency/e2e": "total"}

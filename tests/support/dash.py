@@ -13,7 +13,8 @@ PAGES = ("/", "/shapes", "/latency", "/traffic", "/rightsizing", "/seasonal", "/
 def save_payload(engine: str) -> dict:
     """The rightsizing page's save callback, for a profile of `engine`."""
     states = [{"id": "rightsizing-engine", "property": "data", "value": engine}]
-    names = [n for n, _, _ in SELECT_FIELDS] + [n for n, _ in NUMBER_FIELDS] + ["startup_log"]
+    names = [n for n, _, _ in SELECT_FIELDS] + [n for n, _ in NUMBER_FIELDS]
+    names += ["hf_model", "hf_config", "startup_log"]
     values = {"model": "llama-3.1-8b", "gpu": "H100", "max_input_len": 1024, "max_seq_len": 2048}
     states += [
         {"id": {"name": n, "type": "rs-field"}, "property": "value", "value": values.get(n)}

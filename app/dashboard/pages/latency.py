@@ -1,4 +1,5 @@
-"""Latency page: percentile trends, TTFT vs ISL, ITL by token position, time to completion."""
+"""Latency page: percentile trends, requests in flight, TTFT vs ISL split by load, latency vs
+requests in flight, ITL by token position, time to completion."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from datetime import datetime
 
 from dash import dcc, html
 
-from app.analytics import latency, windows
+from app.analytics import latency, load, windows
+from app.analytics.bins import LOG2_EDGES
 from app.charts import latency as charts
+from app.charts import load as load_charts
 from app.dashboard import filterbar, ids
 from app.dashboard.pages import register_page
 from app.storage.database import Database
@@ -32,6 +35,28 @@ def _position_note(positions) -> str:
     return note
 
 
+LOAD_NOTE = (
+    "In flight: requests between their start and start + E2E on the same engine, all of the "
+    "engine's traffic whatever the filter; exact, from raw rows."
+)
+
+
+def _inflight_note(series, bucket: str) -> str:
+    if not len(series):
+        return "No request in this window reports an E2E time, so nothing is known in flight."
+    return f"Time-weighted mean (solid) and most (dotted) per {bucket} bucket. {LOAD_NOTE}"
+
+
+def _vs_inflight_note(levels) -> str:
+    if not len(levels):
+        return "No request in this window reports an E2E time."
+    return (
+        "p50 (solid) and p90 (dashed) of the requests that arrived with that many in flight on "
+        "their engine (itself included; levels 1, 2, 3–4, 5–8 …, each at its mean count). Read "
+        "TTFT under a stated load: queueing and batching grow with it."
+    )
+
+
 def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
     """The page for a URL query."""
     cur = db.cursor()
@@ -44,13 +69,20 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
     ttft, slope = latency.ttft_vs_isl(cur, flt)
     positions = latency.itl_by_position(cur, flt)
     e2e = latency.e2e_distribution(cur, flt)
+    views = load.load_views(cur, flt, tz, isl_edges=LOG2_EDGES)  # one sweep for all three
+    load_bucket, series, levels, split = views.bucket, views.series, views.levels, views.split
     slope_note = (
         f"Fitted: {slope:,.0f} ms more time to first token per 1,000 input tokens."
         if slope is not None
         else "No TTFT values in this window."
     )
     if slope is not None and (error := ttft.attrs.get("relative_error")):
-        slope_note += f" Medians and p90s from hourly rollups: each within ±{error:.2%}."
+        slope_note += f" The grey median from hourly rollups: within ±{error:.2%}."
+    if len(split):
+        slope_note += (
+            " Coloured: median (p90 dotted) by load at arrival, each engine's thirds of its "
+            "in-flight counts."
+        )
     return html.Div(
         [
             html.H2("Latency"),
@@ -82,10 +114,24 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
                         charts.trend_figure(trend, "e2e_ms", "E2E"),
                     ),
                     _card(
-                        "TTFT vs input length",
+                        "TTFT vs input length, by load",
                         ids.LATENCY_TTFT_ISL,
-                        charts.ttft_isl_figure(ttft),
+                        load_charts.ttft_isl_load_figure(split, ttft)
+                        if len(split)
+                        else charts.ttft_isl_figure(ttft),
                         slope_note,
+                    ),
+                    _card(
+                        "Requests in flight",
+                        ids.LATENCY_INFLIGHT,
+                        load_charts.inflight_figure(series, height=460),
+                        _inflight_note(series, load_bucket),
+                    ),
+                    _card(
+                        "Latency vs requests in flight",
+                        ids.LATENCY_VS_INFLIGHT,
+                        load_charts.latency_inflight_figure(levels),
+                        _vs_inflight_note(levels),
                     ),
                     _card(
                         "ITL vs output token position",

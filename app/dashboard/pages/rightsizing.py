@@ -21,7 +21,7 @@ from app.charts.heatmap import Bounds, heatmap_figure
 from app.charts.memory import memory_figure
 from app.dashboard import filterbar, ids
 from app.dashboard.findings import drift_panel
-from app.dashboard.pages import register_page
+from app.dashboard.pages import performance_panel, register_page
 from app.services import profiles as profile_store
 from app.services.profiles import NoProfile, load_profile
 from app.services.rightsizing import (
@@ -48,7 +48,7 @@ NUMBER_FIELDS = (
     ("cost_per_gpu_hour", "cost per GPU-hour"),
 )
 SELECT_FIELDS = (
-    ("model", "model", tuple(MODELS)),
+    ("model", "model", (*MODELS, "hf")),
     ("gpu", "GPU", tuple(GPUS)),
     ("weight_dtype", "weight dtype", get_args(WeightDtype)),
     ("kv_dtype", "KV cache dtype", get_args(KvDtype)),
@@ -192,7 +192,12 @@ def _commands(r: Recommendation) -> html.Div:
                     html.Div(
                         [
                             html.Span(
-                                {"vllm": "vLLM", "trtllm": "TensorRT-LLM", "nim": "NIM"}[framework]
+                                {
+                                    "vllm": "vLLM",
+                                    "trtllm": "TensorRT-LLM",
+                                    "nim": "NIM",
+                                    "sglang": "SGLang",
+                                }[framework]
                             ),
                             dcc.Clipboard(target_id=block_id, title="copy", className="copy"),
                         ],
@@ -261,6 +266,29 @@ def _editor(engine: str, profile: dict, editable: bool = True) -> html.Div:
         [
             html.H3(f"Profile of {engine}"),
             html.Div(fields, className="editor-grid"),
+            html.Label(
+                [
+                    html.Span("Hugging Face model id (model 'hf'): org/name"),
+                    dcc.Input(
+                        type="text",
+                        value=profile.get("hf_model"),
+                        id={"type": "rs-field", "name": "hf_model"},
+                    ),
+                ]
+            ),
+            html.Label(
+                [
+                    html.Span(
+                        "config.json (optional, model 'hf'): paste the model's config.json for "
+                        "an architecture tokenshape does not know, or a quantized checkpoint's"
+                    ),
+                    dcc.Textarea(
+                        id={"type": "rs-field", "name": "hf_config"},
+                        placeholder='{"architectures": ["LlamaForCausalLM"], "hidden_size": …}',
+                        className="startup-log",
+                    ),
+                ]
+            ),
             html.Label(
                 [
                     html.Span(
@@ -391,6 +419,7 @@ def layout_for(db: Database, query: dict, now: datetime, editable: bool = True) 
                 ],
                 className="two-col",
             ),
+            performance_panel.panel(db, engine, profile, start, end),
         ]
     elif r.memory_now is not None:
         parts.append(html.Div([html.H3("Memory of one replica"), _memory(r)]))
@@ -431,7 +460,7 @@ def register(app: Dash, db: Database, clock: Callable[[], datetime]) -> None:
         lambda **query: layout_for(db, query, clock(), principal.is_admin()),
     )
     names = [name for name, _, _ in SELECT_FIELDS] + [name for name, _ in NUMBER_FIELDS]
-    names.append("startup_log")
+    names += ["hf_model", "hf_config", "startup_log"]
 
     @app.callback(
         Output(ids.RIGHTSIZING_SAVED, "children"),

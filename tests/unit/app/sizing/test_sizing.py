@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.sizing.catalog import GIB, GPUS, MODELS, ModelSpec, dtype_supported
+from app.sizing.catalog import GPUS, MODELS, ModelSpec, dtype_supported
 from app.sizing.commands import nim_env, trtllm_command, vllm_command
 from app.sizing.logparse import parse_startup_log
 from app.sizing.memory import kv_bytes_per_token, replica_memory
@@ -43,36 +43,7 @@ def test_kv_bytes_per_token_in_bf16(model, expected):
     assert kv_bytes_per_token(MODELS[model], "fp8") == expected // 2
 
 
-# Published vLLM startup logs (docs/sizing.md has the sources and the lines): the model, the GPU
-# memory CUDA reported, GPUs, utilisation, weight dtype, tokens per step, and the KV capacity
-# the engine logged (tokens, whole replica).
-CALIBRATION = [
-    # Llama-3.1-8B, H100, vLLM 0.19.0: "GPU KV cache size: 476,016 tokens"
-    ("llama-3.1-8b", 79.19, 1, 0.95, "bf16", 8192, 476_016),
-    # Llama-3.3-70B FP8-dynamic, 4x H100, vLLM 0.19.0: "GPU KV cache size: 708,992 tokens"
-    ("llama-3.1-70b", 79.19, 4, 0.95, "fp8", 8192, 708_992),
-    # Meta-Llama-3-8B, H100, vLLM PR 10511: 53.29 GiB of KV cache = 436,551 tokens
-    ("llama-3.1-8b", 79.22, 1, 0.90, "bf16", 8192, 436_551),
-    # an 8B model at 131,072 context on an A10, chunked prefill: "# CUDA blocks: 2356" x 16
-    ("llama-3.1-8b", 22.07, 1, 0.90, "bf16", 2048, 37_696),
-    # Qwen2.5-32B, 2x L40S, vLLM 0.7.1: "# CUDA blocks: 3947" x 16 (per-GPU tokens)
-    ("qwen2.5-32b", 44.42, 2, 0.90, "bf16", 10_000, 63_152),
-]
-
-
-@pytest.mark.parametrize(("model", "gib", "gpus", "util", "wdtype", "step", "logged"), CALIBRATION)
-def test_overhead_model_against_published_engine_logs(model, gib, gpus, util, wdtype, step, logged):
-    mem = replica_memory(
-        MODELS[model],
-        gpu_memory_bytes=gib * GIB,
-        gpus=gpus,
-        weight_dtype=wdtype,
-        kv_dtype="bf16",
-        memory_fraction=util,
-        step_tokens=step,
-    )
-    error = mem.kv_capacity_tokens / logged - 1
-    assert abs(error) < 0.10, f"{model} on {gpus} GPU(s): {error:+.1%}"
+# The calibration against published startup logs is tests/unit/app/sizing/test_calibration.py.
 
 
 def test_fp8_and_fp4_need_the_right_gpu():
@@ -80,7 +51,10 @@ def test_fp8_and_fp4_need_the_right_gpu():
         assert "no FP8" in dtype_supported(GPUS[name], "fp8")
     for name in ("H100", "L40S", "H200", "B200", "L4"):
         assert dtype_supported(GPUS[name], "fp8") is None
-    assert [g for g in GPUS if dtype_supported(GPUS[g], "fp4") is None] == ["B200"]
+    fp4 = [g for g in GPUS if dtype_supported(GPUS[g], "fp4") is None]
+    assert fp4 == ["B200", "B300", "GB200", "RTX-PRO-6000", "RTX-5090"]  # Blackwell only
+    assert "no FP8" in dtype_supported(GPUS["RTX-3090"], "fp8")
+    assert dtype_supported(GPUS["RTX-4090"], "fp8") is None
 
 
 PROFILE = EngineProfile(
@@ -155,7 +129,8 @@ def test_an_over_provisioned_engine_gets_a_gain_in_plain_words():
     assert r.status == "ok" and r.rejected_current == 3
     assert r.capacity_after.worst > r.capacity_now.worst
     assert "Built for 4,096-token prompts" in r.verdict and "more concurrent requests" in r.verdict
-    assert set(r.commands) == {"vllm", "trtllm", "nim"}
+    assert set(r.commands) == {"vllm", "trtllm", "nim", "sglang"}
+    assert r.commands["sglang"].startswith("python -m sglang.launch_server --model-path ")
     labels = {w.label: w for w in r.whatifs}
     assert labels["FP4 weights"].reason and "Blackwell" in labels["FP4 weights"].reason
     assert labels["FP8 KV cache"].reason is None

@@ -1,0 +1,84 @@
+"""An engine's request-shape mix (ISL × OSL cells and their counts) and its mean load."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+
+from app.analytics.filters import Filter
+from app.analytics.shapes import heatmap
+from app.storage.rows import first_row
+
+# The cells evaluated one by one; the rest (rare shapes) are left out and the answer says
+# which share of requests the evaluated cells hold.
+MAX_CELLS = 64
+COVERAGE = 0.995
+
+
+@dataclass(frozen=True)
+class Mix:
+    """Representative (ISL, OSL, requests) per half-octave cell, and the share they cover."""
+
+    cells: tuple[tuple[int, int, int], ...]
+    total: int
+    covered: float
+
+
+def _mid(edges: tuple[int, ...], i: int) -> int:
+    lo = edges[i]
+    hi = edges[i + 1] if i + 1 < len(edges) else int(lo * 1.5)
+    return max(1, (lo + hi) // 2)
+
+
+def shape_mix(cur: duckdb.DuckDBPyConnection, flt: Filter) -> Mix:
+    """The busiest half-octave ISL × OSL cells (from rollups when the window has them)."""
+    hm = heatmap(cur, flt, bins="log2half")
+    if not hm.total:
+        return Mix((), 0, 0.0)
+    cells = [
+        (_mid(hm.isl_edges, i), _mid(hm.osl_edges, j), int(hm.counts[i][j]))
+        for i in range(len(hm.isl_edges))
+        for j in range(len(hm.osl_edges))
+        if hm.counts[i][j] > 0
+    ]
+    cells.sort(key=lambda c: -c[2])
+    kept: list[tuple[int, int, int]] = []
+    acc = 0
+    for cell in cells:
+        if len(kept) >= MAX_CELLS or acc >= COVERAGE * hm.total:
+            break
+        kept.append(cell)
+        acc += cell[2]
+    return Mix(tuple(kept), hm.total, acc / hm.total)
+
+
+def mean_in_flight(cur: duckdb.DuckDBPyConnection, flt: Filter) -> float | None:
+    """Time-averaged requests in flight over the window: Σ E2E ÷ the window's length."""
+    if flt.start is None or flt.end is None:
+        return None
+    where, params = flt.where()
+    row = first_row(
+        cur,
+        f"SELECT coalesce(sum(e2e_ms), 0) FROM requests WHERE {where} AND e2e_ms IS NOT NULL",
+        params,
+    )
+    seconds = (flt.end - flt.start).total_seconds()
+    if not row or seconds <= 0:
+        return None
+    return float(row[0]) / 1000.0 / seconds
+
+
+def peak_hour_in_flight(cur: duckdb.DuckDBPyConnection, flt: Filter) -> float | None:
+    """Mean requests in flight in the window's busiest hour (Σ E2E of the requests that
+    started in it ÷ 3,600 s), or None without requests."""
+    where, params = flt.where()
+    row = first_row(
+        cur,
+        f"SELECT max(s) FROM (SELECT sum(e2e_ms) AS s FROM requests WHERE {where} "
+        "AND e2e_ms IS NOT NULL GROUP BY date_trunc('hour', started_at))",
+        params,
+    )
+    if not row or row[0] is None:
+        return None
+    return float(row[0]) / 1000.0 / 3600.0

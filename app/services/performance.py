@@ -1,0 +1,401 @@
+"""Predicted latency and throughput for a profile or an engine's own traffic (docs/sizing.md).
+
+Where the performance model (perfmodel, the library), the memory math (sizing) and the stored
+traffic (analytics) meet: `predict` for what-ifs (`tokenshape perf`, GET /api/performance),
+`engine_performance` for an engine's observed ISL × OSL mix and load, with the corrections
+fitted to its own production latencies.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from app.analytics.filters import Filter
+from app.analytics.load import latency_by_inflight
+from app.analytics.mix import peak_hour_in_flight, shape_mix
+from app.services import modelconfigs, perfmodel
+from app.services.perfmodel import GpuFigures, PerfModelError, StepModel
+from app.sizing.catalog import GIB, GpuSpec
+from app.sizing.perf import (
+    Corrections,
+    Observed,
+    Prediction,
+    Shape,
+    Step,
+    StepFn,
+    at_concurrency,
+    at_rate,
+    fit_corrections,
+    kv_concurrency,
+    max_throughput,
+)
+from app.sizing.profile import EngineProfile
+from app.sizing.recommend import memory_for
+from app.storage.database import Database
+
+Mode = Literal["concurrency", "rate", "max-throughput"]
+DEFAULT_STEP_TOKENS = 8192
+# Measured against published figures (docs/sizing.md "Performance model: checked against
+# published figures"); tests/unit/app/services/test_perf_published.py recomputes them.
+PUBLISHED_ERROR = "median error against published benchmarks: see docs/sizing.md"
+SM_VERSION = {"ampere": 80, "ada": 89, "hopper": 90, "blackwell": 100, "cdna3": 0}
+
+
+def figures(gpu: GpuSpec) -> GpuFigures:
+    """What the roofline mode needs of a GPU, from the catalog's spec-sheet fields."""
+    bw = float(getattr(gpu, "bandwidth_gbs", 0) or 0) * 1e9
+    bf16 = float(getattr(gpu, "bf16_tflops", 0) or 0) * 1e12
+    if bw <= 0 or bf16 <= 0:
+        raise PerfModelError(
+            f"{gpu.name} has no bandwidth or FLOPS in the catalog: describe it with "
+            "gpu_bandwidth_gbs and gpu_bf16_tflops"
+        )
+    form = str(getattr(gpu, "form", "") or "")
+    sm = SM_VERSION.get(gpu.arch, 80)
+    if gpu.arch == "blackwell" and form in ("consumer", "workstation"):
+        sm = 120
+    return GpuFigures(
+        name=gpu.name,
+        memory_bytes=int(gpu.memory_gib * GIB),
+        bandwidth_bytes_s=bw,
+        bf16_flops=bf16,
+        fp8_flops=float(getattr(gpu, "fp8_tflops", 0) or 0) * 1e12,
+        fp4_flops=float(getattr(gpu, "fp4_tflops", 0) or 0) * 1e12,
+        sm_version=sm,
+        pcie=form != "sxm" and form != "superchip",
+    )
+
+
+@dataclass
+class Engine:
+    """A profile made ready for predictions: its step model, KV room and words on sources."""
+
+    profile: EngineProfile
+    model: StepModel
+    kv_tokens: int
+    step_tokens: int
+    model_source: str
+    notes: list[str] = field(default_factory=list)
+
+    def step(self, isl: int, osl: int, batch: int) -> Step:
+        """The library's step, with the KV check from tokenshape's own (calibrated) memory."""
+        s = self.model.step(isl, osl, batch)
+        fits = batch * (isl + osl) <= self.kv_tokens
+        if self.profile.max_batch_size is not None:
+            fits = fits and batch <= self.profile.max_batch_size
+        return Step(s.prefill_ms, s.itl_ms, fits)
+
+    def max_concurrency(self, shapes: list[Shape]) -> int:
+        """Requests that fit at once: the KV cache at the mix's mean length, the batch cap."""
+        n = kv_concurrency(self.kv_tokens, shapes) if self.kv_tokens > 0 else 1
+        if self.profile.max_batch_size is not None:
+            n = min(n, self.profile.max_batch_size)
+        return max(n, 1)
+
+
+def profile_for(*, model: str, gpu: str, **fields: Any) -> EngineProfile:
+    """A profile for a what-if: a catalog model name or a Hugging Face id, a catalog GPU."""
+    from app.sizing.catalog import MODELS
+
+    values = {k: v for k, v in fields.items() if v is not None}
+    if model in MODELS:
+        return EngineProfile(model=model, gpu=gpu, **values)
+    return EngineProfile(model=model, hf_model=model, gpu=gpu, **values)
+
+
+def prepare(profile: EngineProfile) -> Engine:
+    """The step model and KV capacity for a profile; PerfModelError says why not."""
+    gpu = profile.gpu_spec()
+    target = perfmodel.target_for(
+        profile.framework,
+        getattr(gpu, "aic_system", None),
+        getattr(gpu, "reference_system", None),
+        lambda: figures(gpu),
+    )
+    path, source = modelconfigs.resolve_profile(profile)
+    step_tokens = profile.max_num_tokens or DEFAULT_STEP_TOKENS
+    model = perfmodel.step_model(
+        path,
+        target,
+        profile.tensor_parallel,
+        profile.pipeline_parallel,
+        profile.weight_dtype,
+        profile.kv_dtype,
+        step_tokens,
+    )
+    mem = memory_for(profile, step_tokens)
+    notes = []
+    if target.mode == "roofline":
+        notes.append(
+            f"{gpu.name} has no measured kernel data in the library: its figures are a "
+            f"roofline scaled from {target.reference}; expect a wider error than on measured GPUs"
+        )
+    if mem.kv_capacity_tokens <= 0:
+        notes.append("the model does not fit this GPU build: no room is left for the KV cache")
+    return Engine(profile, model, int(mem.kv_capacity_tokens), step_tokens, source, notes)
+
+
+def predict(
+    profile: EngineProfile,
+    shapes: list[Shape],
+    *,
+    mode: Mode,
+    concurrency: float | None = None,
+    rate: float | None = None,
+    corrections: Corrections = Corrections(),
+    engine: Engine | None = None,
+) -> tuple[Engine, Prediction]:
+    """One steady state of a replica for a mix of request shapes."""
+    eng = engine or prepare(profile)
+    cap = eng.max_concurrency(shapes)
+    step: StepFn = eng.step
+    if mode == "max-throughput":
+        p = max_throughput(
+            step, shapes, max_concurrency=cap, step_tokens=eng.step_tokens, corrections=corrections
+        )
+    elif mode == "rate":
+        if rate is None:
+            raise ValueError("--rate needs a value in requests/s")
+        p = at_rate(
+            step,
+            shapes,
+            rate,
+            max_concurrency=cap,
+            step_tokens=eng.step_tokens,
+            corrections=corrections,
+        )
+    else:
+        if concurrency is None or concurrency < 1:
+            raise ValueError("concurrency must be at least 1 request in flight")
+        p = at_concurrency(
+            step,
+            shapes,
+            concurrency,
+            step_tokens=eng.step_tokens,
+            corrections=corrections,
+            max_running=cap,
+        )
+    return eng, p
+
+
+def _num(x: float) -> float | None:
+    return None if not math.isfinite(x) else round(x, 3)
+
+
+def prediction_dict(eng: Engine, p: Prediction, shapes: list[Shape]) -> dict[str, Any]:
+    """The JSON form shared by the CLI and the API."""
+    target = eng.model.target
+    return {
+        "ttft_ms": _num(p.ttft_ms),
+        "ttft_p90_ms": _num(p.ttft_p90_ms),
+        "itl_ms": _num(p.itl_ms),
+        "e2e_ms": _num(p.e2e_ms),
+        "output_tokens_per_s": _num(p.output_tokens_per_s),
+        "requests_per_s": _num(p.requests_per_s),
+        "concurrency": _num(p.concurrency),
+        "prefill_ms": _num(p.prefill_ms),
+        "queue_ms": _num(p.queue_ms),
+        "prefill_utilisation": _num(p.utilisation),
+        "kv_fits": p.kv_fits,
+        "saturated": p.saturated,
+        "kv_capacity_tokens": eng.kv_tokens,
+        "max_concurrency": eng.max_concurrency(shapes),
+        "source": target.source,
+        "source_kind": target.mode,
+        "library": f"{perfmodel.LIBRARY} {perfmodel.library_version()}",
+        "model_config": eng.model_source,
+        "corrections": {"prefill": p.corrections.prefill, "decode": p.corrections.decode},
+        "notes": list(eng.notes)
+        + (
+            ["the load exceeds what one replica serves in steady state (the queue grows)"]
+            if p.saturated
+            else []
+        )
+        + ([] if p.kv_fits else ["the KV cache does not hold this many requests at once"]),
+        "error": PUBLISHED_ERROR,
+    }
+
+
+def observed_levels(db: Database, flt: Filter) -> list[Observed]:
+    """The engine's measured latency medians per level of requests in flight, with the
+    level's median ISL and OSL: prefill grows with ISL, so the median TTFT is the model's at
+    the median ISL (at the mean ISL it would be too high for a skewed mix)."""
+    df = latency_by_inflight(db.cursor(), flt)
+    out = []
+    for row in df.itertuples(index=False):
+        if not row.requests or row.itl_p50 is None or math.isnan(row.itl_p50):
+            continue
+        out.append(
+            Observed(
+                float(row.inflight_mean),
+                int(row.requests),
+                float(row.isl_p50),
+                float(row.osl_p50),
+                float(row.ttft_p50) if row.ttft_p50 == row.ttft_p50 else 0.0,
+                float(row.itl_p50),
+            )
+        )
+    return out
+
+
+def engine_performance(
+    db: Database,
+    engine: str,
+    profile: EngineProfile,
+    *,
+    start: datetime,
+    end: datetime,
+    isl: int | None = None,
+    osl: int | None = None,
+    concurrency: float | None = None,
+) -> dict[str, Any]:
+    """The model's figures for an engine at its observed mix and load, raw and calibrated."""
+    flt = Filter(start=start, end=end, engines=(engine,))
+    cur = db.cursor()
+    if isl is not None and osl is not None:
+        shapes = [Shape(isl, osl)]
+        mix_words = f"one shape: ISL {isl}, OSL {osl}"
+        covered = 1.0
+    else:
+        mix = shape_mix(cur, flt)
+        if not mix.cells:
+            raise LookupError(f"engine {engine!r} has no requests in the window: give isl and osl")
+        shapes = [Shape(i, o, float(n)) for i, o, n in mix.cells]
+        if isl is not None:
+            shapes = [Shape(isl, s.osl, s.weight) for s in shapes]
+        if osl is not None:
+            shapes = [Shape(s.isl, osl, s.weight) for s in shapes]
+        covered = mix.covered
+        mix_words = (
+            f"the observed ISL × OSL mix: {len(mix.cells)} cells holding {covered:.1%} of "
+            f"{mix.total:,} requests, each evaluated on its own"
+        )
+    observed = peak_hour_in_flight(cur, flt)
+    if concurrency is None:
+        concurrency = max(observed or 1.0, 1.0)
+        load_words = "the busiest hour's mean requests in flight"
+    else:
+        load_words = "as asked"
+    eng = prepare(profile)
+    levels = observed_levels(db, flt)
+    corr = fit_corrections(eng.step, levels, step_tokens=eng.step_tokens)
+    _, raw = predict(profile, shapes, mode="concurrency", concurrency=concurrency, engine=eng)
+    _, cal = predict(
+        profile,
+        shapes,
+        mode="concurrency",
+        concurrency=concurrency,
+        corrections=corr,
+        engine=eng,
+    )
+    by_level = []
+    for lv in levels:
+        shape = [Shape(max(1, round(lv.isl)), max(1, round(lv.osl)))]
+        _, m = predict(profile, shape, mode="concurrency", concurrency=lv.inflight, engine=eng)
+        _, k = predict(
+            profile,
+            shape,
+            mode="concurrency",
+            concurrency=lv.inflight,
+            corrections=corr,
+            engine=eng,
+        )
+        by_level.append(
+            {
+                "inflight": round(lv.inflight, 2),
+                "requests": lv.requests,
+                "isl_p50": round(lv.isl),
+                "osl_p50": round(lv.osl),
+                "observed_ttft_p50_ms": round(lv.ttft_ms, 2),
+                "model_ttft_ms": _num(m.ttft_ms),
+                "calibrated_ttft_ms": _num(k.ttft_ms),
+                "observed_itl_p50_ms": round(lv.itl_ms, 3),
+                "model_itl_ms": _num(m.itl_ms),
+                "calibrated_itl_ms": _num(k.itl_ms),
+            }
+        )
+    return {
+        "engine": engine,
+        "window": {"start": start.isoformat(), "end": end.isoformat()},
+        "by_inflight": by_level,
+        "mix": mix_words,
+        "mix_coverage": round(covered, 4),
+        "concurrency_from": load_words,
+        "observed_peak_in_flight": None if observed is None else round(observed, 3),
+        "model": prediction_dict(eng, raw, shapes),
+        "calibrated": prediction_dict(eng, cal, shapes),
+        "corrections": {
+            "prefill": round(corr.prefill, 3),
+            "decode": round(corr.decode, 3),
+            "prefill_levels": corr.prefill_levels,
+            "decode_levels": corr.decode_levels,
+            "clamped": corr.clamped,
+            "range": [0.5, 2.0],
+            "how": (
+                "request-weighted medians over in-flight levels of observed ÷ predicted ITL "
+                "(decode) and of the prefill share of TTFT (prefill); levels with fewer than "
+                "20 requests are skipped"
+            ),
+        },
+    }
+
+
+def backtest(
+    db: Database,
+    engine: str,
+    profile: EngineProfile,
+    *,
+    fit: tuple[datetime, datetime],
+    test: tuple[datetime, datetime],
+) -> dict[str, Any]:
+    """Fit the corrections on one window, predict the next window's ITL p50/p90 per in-flight
+    level, and say how far off the prediction was (p90 = the calibrated p50 × the fit window's
+    p90/p50 spread at that level, or its nearest level)."""
+    eng = prepare(profile)
+    cur = db.cursor()
+    fit_df = latency_by_inflight(cur, Filter(start=fit[0], end=fit[1], engines=(engine,)))
+    corr = fit_corrections(
+        eng.step, observed_levels(db, Filter(start=fit[0], end=fit[1], engines=(engine,)))
+    )
+    spread = {
+        int(r.inflight_lo): float(r.itl_p90) / float(r.itl_p50)
+        for r in fit_df.itertuples(index=False)
+        if r.requests and r.itl_p50 and r.itl_p50 == r.itl_p50 and r.itl_p90 == r.itl_p90
+    }
+    test_df = latency_by_inflight(cur, Filter(start=test[0], end=test[1], engines=(engine,)))
+    rows = []
+    for r in test_df.itertuples(index=False):
+        if r.requests < 20 or not r.itl_p50 == r.itl_p50:
+            continue
+        shape = [Shape(max(1, round(r.isl_p50)), max(1, round(r.osl_p50)))]
+        _, p = predict(
+            profile,
+            shape,
+            mode="concurrency",
+            concurrency=float(r.inflight_mean),
+            corrections=corr,
+            engine=eng,
+        )
+        lo = int(r.inflight_lo)
+        near = min(spread, key=lambda k: abs(k - lo)) if spread else None
+        ratio = spread[near] if near is not None else math.nan
+        rows.append(
+            {
+                "inflight": round(float(r.inflight_mean), 2),
+                "requests": int(r.requests),
+                "observed_p50": round(float(r.itl_p50), 3),
+                "predicted_p50": round(p.itl_ms, 3),
+                "error_p50": p.itl_ms / float(r.itl_p50) - 1,
+                "observed_p90": round(float(r.itl_p90), 3),
+                "predicted_p90": round(p.itl_ms * ratio, 3),
+                "error_p90": p.itl_ms * ratio / float(r.itl_p90) - 1,
+            }
+        )
+    return {
+        "engine": engine,
+        "corrections": {"prefill": corr.prefill, "decode": corr.decode},
+        "levels": rows,
+    }
