@@ -96,6 +96,7 @@ bench: install chromium
 	$(BIN)/python bench/retention.py
 	$(BIN)/python bench/faults.py
 	$(BIN)/python bench/soak.py
+	$(BIN)/python bench/perf.py
 
 clean:
 	rm -rf $(VENV) $(TOOLS) .pytest_cache .ruff_cache .mypy_cache .import_linter_cache site

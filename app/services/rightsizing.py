@@ -108,7 +108,10 @@ def recommendation_dict(r: Recommendation) -> dict[str, Any]:
             "kv_cache_gib": _gib(max(m.kv_budget, 0)),
             "kv_bytes_per_token": m.kv_per_token,
             "kv_capacity_tokens": m.kv_capacity_tokens,
+            "kv_capacity_range": [m.kv_low_tokens, m.kv_high_tokens],
             "measured": m.measured,
+            "uncertain": list(m.uncertain),
+            "hint": m.hint,
         }
 
     return {

@@ -95,7 +95,7 @@ def test_injection_in_every_filter_of_every_api_route(data):
         assert r.json()["total"] == 1
         for value in INJECTIONS:
             path = "/api/engines/" + quote(value, safe="")
-            for suffix in ("", "/recommendation", "/seasonal"):
+            for suffix in ("", "/recommendation", "/seasonal", "/performance"):
                 r = c.get(path + suffix)
                 # 404 (no such engine, or no such route when the value holds a '/')
                 assert r.status_code in (404, 422), (path + suffix, r.text)
@@ -104,6 +104,11 @@ def test_injection_in_every_filter_of_every_api_route(data):
             assert r.status_code == 422 and "start" in r.json()["detail"]
             r = c.get("/api/drift", params={"end": value})
             assert r.status_code == 422 and "end" in r.json()["detail"]
+            # What-ifs take names of the catalog only: an injection is an unknown model/GPU.
+            what_if = {"model": "llama-3.1-8b", "gpu": "H100", "isl": 9, "osl": 9, "rate": 1}
+            for name in ("model", "gpu", "framework", "weight_dtype"):
+                r = c.get("/api/performance", params=what_if | {name: value})
+                assert r.status_code == 422, (name, value, r.text)
         assert c.get("/api/engines").json()[0]["name"] == "chat-8b"
     assert _counts(live) == before
 

@@ -156,6 +156,8 @@ def _memory(r: Recommendation) -> html.Div:
         if cap is None or mem is None:
             continue
         source = "measured (startup log)" if mem.measured else "estimated"
+        if not mem.measured and mem.kv_low_tokens != mem.kv_high_tokens:
+            source += f", {mem.kv_low_tokens:,}–{mem.kv_high_tokens:,}"
         cards.append(
             html.Div(
                 [
@@ -172,9 +174,15 @@ def _memory(r: Recommendation) -> html.Div:
                 className="kpi",
             )
         )
+    now = r.memory_now
+    caveat = []
+    if now is not None and now.hint:
+        why = "; ".join(now.uncertain)
+        caveat = [html.P(f"Estimate uncertain ({why}): {now.hint}.", className="kpi-delta")]
     return html.Div(
         [
             html.Div(cards, className="kpis"),
+            *caveat,
             dcc.Graph(
                 id=ids.RIGHTSIZING_MEMORY, figure=memory_figure(rows), config={"displaylogo": False}
             ),
