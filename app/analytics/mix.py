@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import duckdb
@@ -18,7 +19,8 @@ COVERAGE = 0.995
 
 @dataclass(frozen=True)
 class Mix:
-    """Representative (ISL, OSL, requests) per half-octave cell, and the share they cover."""
+    """Representative (ISL, OSL, requests) per half-octave cell, every request counted, and
+    the share of requests whose own cell is among them (the rest folded into a neighbour)."""
 
     cells: tuple[tuple[int, int, int], ...]
     total: int
@@ -43,14 +45,21 @@ def shape_mix(cur: duckdb.DuckDBPyConnection, flt: Filter) -> Mix:
         if hm.counts[i][j] > 0
     ]
     cells.sort(key=lambda c: -c[2])
-    kept: list[tuple[int, int, int]] = []
+    kept: list[list[int]] = []
     acc = 0
     for cell in cells:
         if len(kept) >= MAX_CELLS or acc >= COVERAGE * hm.total:
             break
-        kept.append(cell)
+        kept.append(list(cell))
         acc += cell[2]
-    return Mix(tuple(kept), hm.total, acc / hm.total)
+    # The rarest cells are folded into the nearest evaluated cell with at least their prompt
+    # and output (else the nearest): dropping them would drop the long-prompt tail, where TTFT
+    # and KV use are highest; folding them up errs long.
+    for isl, osl, n in cells[len(kept) :]:
+        longer = [k for k in kept if k[0] >= isl and k[1] >= osl] or kept
+        near = min(longer, key=lambda k: abs(math.log(k[0] / isl)) + abs(math.log(k[1] / osl)))
+        near[2] += n
+    return Mix(tuple((i, o, n) for i, o, n in kept), hm.total, acc / hm.total)
 
 
 def mean_in_flight(cur: duckdb.DuckDBPyConnection, flt: Filter) -> float | None:

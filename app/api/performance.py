@@ -35,7 +35,12 @@ KvDtype = Literal["bf16", "fp16", "fp8", "int8"]
 
 def _invalid(exc: Exception) -> HTTPException:
     if isinstance(exc, ValidationError):
-        text = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        text = "; ".join(
+            ".".join(str(p) for p in e["loc"])
+            + ": " * bool(e["loc"])
+            + e["msg"].removeprefix("Value error, ")
+            for e in exc.errors()
+        )
     else:
         text = str(exc)
     return HTTPException(422, detail=f"invalid parameters: {text}")

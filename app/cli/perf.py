@@ -15,14 +15,14 @@ FRAMEWORKS = ("trtllm", "vllm", "sglang", "nim")
 DTYPES = ("bf16", "fp16", "fp8", "int8", "fp4", "int4")
 
 
-def _positive(kind: type) -> Any:
+def _positive(kind: type, most: float = 10_000_000) -> Any:
     def parse(text: str) -> Any:
         try:
             value = kind(text)
         except ValueError:
             value = 0
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"{text!r}: use a number above 0")
+        if not 0 < value <= most:  # NaN and infinity fail this too
+            raise argparse.ArgumentTypeError(f"{text!r}: use a number above 0, at most {most:,g}")
         return value
 
     return parse
@@ -58,8 +58,10 @@ def add_parser(subparsers: Subparsers) -> None:
     p.add_argument("--isl", type=_positive(int), help="input tokens per request")
     p.add_argument("--osl", type=_positive(int), help="output tokens per request")
     load = p.add_mutually_exclusive_group()
-    load.add_argument("--concurrency", type=_positive(float), help="requests in flight")
-    load.add_argument("--rate", type=_positive(float), help="arrivals per second (open loop)")
+    load.add_argument("--concurrency", type=_positive(float, 100_000), help="requests in flight")
+    load.add_argument(
+        "--rate", type=_positive(float, 1_000_000), help="arrivals per second (open loop)"
+    )
     load.add_argument(
         "--max-throughput",
         action="store_true",
@@ -108,8 +110,8 @@ def cmd_perf(args: argparse.Namespace) -> int:
     if args.config is not None:
         try:
             config = json.loads(args.config.read_text())
-        except (OSError, ValueError) as exc:
-            return _fail(f"--config {args.config}: {exc}")
+        except (OSError, ValueError, RecursionError) as exc:
+            return _fail(f"--config {args.config}: {exc or 'nested too deeply'}")
         if not isinstance(config, dict):
             return _fail(f"--config {args.config}: a config.json holds one JSON object")
     try:
@@ -126,7 +128,14 @@ def cmd_perf(args: argparse.Namespace) -> int:
             hf_config=config,
         )
     except ValidationError as exc:
-        return _fail("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors()))
+        return _fail(
+            "; ".join(
+                ".".join(str(p) for p in e["loc"])
+                + ": " * bool(e["loc"])
+                + e["msg"].removeprefix("Value error, ")
+                for e in exc.errors()
+            )
+        )
     mode: Mode = "max-throughput" if args.max_throughput else "rate" if args.rate else "concurrency"
     shapes = [Shape(args.isl, args.osl)]
     try:
@@ -151,7 +160,8 @@ def _print(out: dict[str, Any], args: argparse.Namespace) -> None:
         f"weights {args.weight_dtype}, KV {args.kv_dtype}), ISL {args.isl}, OSL {args.osl}"
     )
     print(f"  requests in flight  {_f(out['concurrency'], '', 1)}")
-    print(f"  TTFT                {_f(out['ttft_ms'], 'ms')}  (prefill {out['prefill_ms']} ms)")
+    ttft = _f(out["ttft_ms"], "ms") if out["ttft_ms"] is not None else "unbounded (saturated)"
+    print(f"  TTFT                {ttft}  (prefill {out['prefill_ms']} ms)")
     print(f"  ITL                 {_f(out['itl_ms'], 'ms', 2)}")
     print(f"  output tokens/s     {_f(out['output_tokens_per_s'], '', 0)}")
     print(f"  requests/s          {_f(out['requests_per_s'], '', 2)}")

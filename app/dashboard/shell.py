@@ -90,7 +90,7 @@ def mount(server: FastAPI, runtime: Runtime) -> Dash:
     app.runtime_served = polyfill.runtime_served()
     overview.register(db, clock)
     shapes.register(app, db, clock)
-    latency.register(db, clock, tz)
+    latency.register(app, db, clock, tz)
     traffic.register(db, clock, tz)
     rightsizing.register(app, db, clock)
     seasonal.register(db, clock, tz, settings.seasonal_threshold)

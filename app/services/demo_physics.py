@@ -10,7 +10,6 @@ prefill as app/sizing/perf.py's queue says. Noise: lognormal, σ 0.15 on ITL, 0.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -19,6 +18,7 @@ import numpy as np
 from scipy.interpolate import RegularGridInterpolator
 
 from app.services.performance import prepare
+from app.sizing.perf import Shape
 from app.sizing.profile import EngineProfile
 
 ISL_GRID = np.unique(np.geomspace(16, 32768, 12).astype(int))
@@ -104,5 +104,7 @@ def _physics(profile_json: str) -> Physics:
         RegularGridInterpolator((log_isl,), pre),
         RegularGridInterpolator((log_isl, log_osl, INFLIGHT_GRID.astype(float)), itl),
         eng.step_tokens,
-        int(min(INFLIGHT_GRID[-1], math.inf)),
+        # What the engine runs at once (its batch cap, its KV cache at a middling 1,024 + 256
+        # tokens), within the grid: more in flight wait for a slot rather than decode.
+        int(min(INFLIGHT_GRID[-1], eng.max_concurrency([Shape(1024, 256)]))),
     )

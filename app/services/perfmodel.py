@@ -16,12 +16,15 @@ generation ("roofline"); the source says which.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import hashlib
 import json
 import logging
 import math
 import os
+import re
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
@@ -54,8 +57,30 @@ KV_MODES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "int8": "int8"
 SAME_LAYERS = {"MistralForCausalLM": "LlamaForCausalLM"}
 
 
+# Steps one build keeps (a whole engine grid is 1,764); beyond, the caches start over.
+MAX_CACHED_STEPS = 20_000
+
+
 class PerfModelError(ValueError):
     """The library cannot answer for this configuration; the message says what and why."""
+
+
+_PATH = re.compile(r"(?:/[\w.+-]+)+/(?:site-packages|dist-packages)/\S*|/tmp/tokenshape-\S*")
+_MISSING_QUANT = re.compile(r"perf data missing for quant '([\w]+)'", re.I)
+
+
+def library_words(exc: BaseException) -> str:
+    """The library's error without its file paths (they say nothing to a user, and leak the
+    install), with the common cases in words."""
+    text = str(exc)
+    if m := _MISSING_QUANT.search(text):
+        return f"the library has no kernel data for {m.group(1)} weights here: use bf16 or fp8"
+    if "MLA data missing" in text or "MoE data missing" in text:
+        kind = "MLA attention" if "MLA" in text else "MoE"
+        return f"the library has no {kind} kernel data for this dtype on this GPU and framework"
+    if isinstance(exc, KeyError):
+        return f"config.json lacks {text}"
+    return _PATH.sub("<library data>", text)[:300]
 
 
 @dataclass(frozen=True)
@@ -126,13 +151,21 @@ def latest_version(system: str, backend: str) -> str | None:
 _systems_dir: Path | None = None
 
 
+def _private_dir(prefix: str) -> Path:
+    """A folder only this user reads (mkdtemp makes it 0700), removed when the process ends:
+    it holds pasted configs, which are the user's."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
 def _roofline_system(gpu: GpuFigures) -> str:
     """A library system spec for a GPU it has no data for, written once per process."""
     global _systems_dir
     name = "ts_" + hashlib.sha256(repr(gpu).encode()).hexdigest()[:12]
     with _lock:
         if _systems_dir is None:
-            _systems_dir = Path(tempfile.mkdtemp(prefix="tokenshape-systems-"))
+            _systems_dir = _private_dir("tokenshape-systems-")
             _, _, pdb, _, _ = _sdk()
             pdb.set_systems_paths([str(_systems_dir), *pdb.get_systems_paths()])
         path = _systems_dir / f"{name}.yaml"
@@ -216,7 +249,7 @@ def model_path(hf_id: str, config: Mapping[str, Any] | None) -> str:
         digest = hashlib.sha256(blob.encode()).hexdigest()[:16]
         with _lock:
             if _config_dir is None:
-                _config_dir = Path(tempfile.mkdtemp(prefix="tokenshape-models-"))
+                _config_dir = _private_dir("tokenshape-models-")
             folder = _config_dir / digest
             if not (folder / "config.json").exists():
                 folder.mkdir(exist_ok=True)
@@ -300,7 +333,9 @@ class StepModel:
             try:
                 self._model = get_model(path, config.ModelConfig(**mc_kwargs), target.backend)
             except Exception as exc:  # the library raises many kinds; say which and why
-                raise PerfModelError(f"the library cannot model this architecture: {exc}") from exc
+                raise PerfModelError(
+                    f"the library cannot model this architecture: {library_words(exc)}"
+                ) from exc
             self._db = self._database(target.system, "SOL" if target.mode == "roofline" else None)
             # A back end caches by shape, not by database: one per database.
             self._backend = factory.get_backend(target.backend)
@@ -310,6 +345,7 @@ class StepModel:
                 self._ref_sol_db = self._database(target.reference, "SOL")
                 self._ref_backend = factory.get_backend(target.backend)
                 self._ref_sol_backend = factory.get_backend(target.backend)
+                self._ref_backends = (self._ref_backend, self._ref_sol_backend)
                 self._ref_model = get_model(path, config.ModelConfig(**mc_kwargs), target.backend)
 
     def _database(self, system: str, mode: str | None) -> Any:
@@ -320,7 +356,9 @@ class StepModel:
         try:
             db = pdb.get_database_view(system, self.target.backend, self.target.version, **kwargs)
         except Exception as exc:
-            raise PerfModelError(f"no performance database for {system}: {exc}") from exc
+            raise PerfModelError(
+                f"no performance database for {system}: {library_words(exc)}"
+            ) from exc
         if db is None:
             raise PerfModelError(f"no performance database for {system}")
         return db
@@ -370,17 +408,27 @@ class StepModel:
             except Exception as exc:
                 raise PerfModelError(
                     f"the library could not predict ISL {key[0]}, OSL {key[1]}, batch {key[2]}: "
-                    f"{exc}"
+                    f"{library_words(exc)}"
                 ) from exc
         if not (math.isfinite(prefill) and math.isfinite(tpot)) or tpot <= 0:
             raise PerfModelError(
                 f"the library gave no finite latency for ISL {key[0]}, OSL {key[1]}, batch {key[2]}"
             )
         out = Step(prefill, tpot, True)
-        if len(self._cache) > 200_000:
-            self._cache.clear()
+        if len(self._cache) >= MAX_CACHED_STEPS:
+            self._trim()
         self._cache[key] = out
         return out
+
+    def _trim(self) -> None:
+        """Forget every cached step, here and in the library's back ends (which keep ~12 KiB
+        a point), so a stream of distinct shapes costs bounded memory."""
+        self._cache.clear()
+        self._prefill.clear()
+        for backend in (self._backend, *getattr(self, "_ref_backends", ())):
+            cache: Any = getattr(backend, "_agg_cache", None)
+            if cache is not None and hasattr(cache, "clear"):
+                cache.clear()
 
 
 # One StepModel per build, kept for the process: its cache is what makes grids fast.

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -62,12 +63,39 @@ class ConfigError(ValueError):
     """A config.json that cannot describe a model's memory; the message says what is missing."""
 
 
+# The largest value a real config.json holds for a field, with room (the largest models have
+# 160 layers, 256k vocabularies, 16k-wide hidden states, 384 experts): a pasted config beyond
+# these is refused before anything loops over its layers or experts.
+LIMITS: dict[str, int] = {
+    "num_hidden_layers": 1024,
+    "n_layer": 1024,
+    "num_layers": 1024,
+    "n_layers": 1024,
+    "num_attention_heads": 4096,
+    "num_key_value_heads": 4096,
+    "num_local_experts": 8192,
+    "num_experts": 8192,
+    "n_routed_experts": 8192,
+    "num_experts_per_tok": 1024,
+}
+DEFAULT_LIMIT = 1 << 31  # widths, vocabularies, contexts, group sizes
+
+
 def _int(cfg: Mapping[str, Any], *keys: str, default: int = 0) -> int:
     for key in keys:
         value = cfg.get(key)
-        if isinstance(value, bool) or value is None:
-            continue
-        if isinstance(value, (int, float)) and value > 0:
+        if isinstance(value, (bool, list, dict)) or value is None:
+            continue  # a list or object is another form of the field (moe_layer_freq)
+        finite = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+        if not finite or value < 0:
+            raise ConfigError(f"config.json: {key} must be a positive number (got {value!r:.40})")
+        limit = LIMITS.get(key, DEFAULT_LIMIT)
+        if value > limit:
+            shown = f"{value:.6g}" if isinstance(value, float) or value < 10**15 else "huge"
+            raise ConfigError(
+                f"config.json: {key} is {shown}; at most {limit:,} (no real model is larger)"
+            )
+        if value > 0:
             return int(value)
     return default
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass, replace
 CORRECTION_MIN, CORRECTION_MAX = 0.5, 2.0
 # Below this many requests an in-flight level says too little to fit a correction on.
 MIN_LEVEL_REQUESTS = 20
+# --max-throughput takes the smallest batch within this share of the best output tokens/s.
+THROUGHPUT_SLACK = 0.01
 
 
 @dataclass(frozen=True)
@@ -255,8 +257,18 @@ def at_rate(
         return replace(p_lo, requests_per_s=rate, output_tokens_per_s=rate * _mean_osl(shapes))
     f_hi, p_hi = excess(hi)
     if f_hi > 0 or p_hi.saturated:
+        # More arrivals than the replica serves: the queue grows without bound, so no TTFT or
+        # E2E is finite. What it does serve, at most: its throughput at `max_concurrency`.
         best = at_concurrency(step, shapes, hi, step_tokens=step_tokens, corrections=corrections)
-        return replace(best, saturated=True)
+        return replace(
+            best,
+            saturated=True,
+            ttft_ms=math.inf,
+            ttft_p90_ms=math.inf,
+            e2e_ms=math.inf,
+            queue_ms=math.inf,
+            shapes=tuple(replace(r, ttft_ms=math.inf, e2e_ms=math.inf) for r in best.shapes),
+        )
     for _ in range(40):
         mid = (lo + hi) / 2
         f_mid, p_mid = excess(mid)
@@ -281,16 +293,18 @@ def max_throughput(
     shapes = _check(shapes)
     candidates = sorted({1, *(2**k for k in range(1, 14) if 2**k < max_concurrency)})
     candidates.append(max(max_concurrency, 1))
-    best: Prediction | None = None
+    tried: list[Prediction] = []
     for c in candidates:
         p = at_concurrency(step, shapes, c, step_tokens=step_tokens, corrections=corrections)
         if not p.kv_fits:
             break
-        if best is None or p.output_tokens_per_s > best.output_tokens_per_s:
-            best = p
-    if best is None:
+        tried.append(p)
+    if not tried:
         return at_concurrency(step, shapes, 1, step_tokens=step_tokens, corrections=corrections)
-    return best
+    # The smallest batch within 1% of the best: more in flight for no more tokens/s only
+    # lengthens every request's wait.
+    top = max(p.output_tokens_per_s for p in tried)
+    return next(p for p in tried if p.output_tokens_per_s >= top * (1 - THROUGHPUT_SLACK))
 
 
 @dataclass(frozen=True)
@@ -306,7 +320,11 @@ class Observed:
 
 
 def fit_corrections(
-    step: StepFn, levels: Sequence[Observed], *, step_tokens: int = 8192
+    step: StepFn,
+    levels: Sequence[Observed],
+    *,
+    step_tokens: int = 8192,
+    max_running: int | None = None,
 ) -> Corrections:
     """One decode and one prefill factor that bring the model to the engine's medians.
 
@@ -320,7 +338,9 @@ def fit_corrections(
     decode_ratios, prefill_ratios, weights = [], [], []
     for lv in use:
         shape = [Shape(max(1, round(lv.isl)), max(1, round(lv.osl)))]
-        p = _evaluate(step, shape, lv.inflight, step_tokens, Corrections())
+        p = at_concurrency(
+            step, shape, lv.inflight, step_tokens=step_tokens, max_running=max_running
+        )
         decode_ratios.append(lv.itl_ms / p.itl_ms)
         weights.append(lv.requests)
     decode = weighted_quantile(decode_ratios, weights, 0.5)
@@ -333,7 +353,14 @@ def fit_corrections(
         shape = [Shape(max(1, round(lv.isl)), max(1, round(lv.osl)))]
 
         def ttft(f: float, shape: list[Shape] = shape, c: float = lv.inflight) -> float:
-            p = _evaluate(step, shape, c, step_tokens, Corrections(f, decode))
+            p = at_concurrency(
+                step,
+                shape,
+                c,
+                step_tokens=step_tokens,
+                corrections=Corrections(f, decode),
+                max_running=max_running,
+            )
             return math.inf if p.saturated else p.ttft_ms
 
         # TTFT rises with the prefill factor (prefill and its queue): bisection for the

@@ -38,6 +38,7 @@ def test_rate_and_max_throughput(live):
     assert half.json()["requests_per_s"] == pytest.approx(best["requests_per_s"] / 2, rel=1e-3)
     assert half.json()["concurrency"] < best["concurrency"]
     assert over.json()["saturated"] is True
+    assert over.json()["ttft_ms"] is None and over.json()["e2e_ms"] is None  # unbounded
     assert any("exceeds what one replica serves" in n for n in over.json()["notes"])
 
 
@@ -51,6 +52,10 @@ def test_rate_and_max_throughput(live):
         ({"concurrency": 4, "gpu": "MI300X"}, "no performance data for MI300X"),
         ({"concurrency": 4, "gpu": "L4", "weight_dtype": "fp4"}, "FP4"),
         ({"concurrency": 0}, "concurrency"),
+        ({"concurrency": 4, "model": "llama-3.1-70b", "gpu": "L4"}, "the model does not fit"),
+        ({"concurrency": 4, "isl": 200_000}, "beyond the model's context (131,072)"),
+        ({"concurrency": 4, "pp": 64}, "more stages than the model's 32 layers"),
+        ({"concurrency": 4, "memory_fraction": 5}, "memory_fraction"),
         ({"concurrency": 4, "isl": 0}, "isl"),
     ],
 )

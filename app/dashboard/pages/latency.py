@@ -3,10 +3,12 @@ requests in flight, ITL by token position, time to completion."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import datetime
 
-from dash import dcc, html
+import pandas as pd
+from dash import Dash, Input, Output, dcc, html
 
 from app.analytics import latency, load, windows
 from app.analytics.bins import LOG2_EDGES
@@ -19,10 +21,13 @@ from app.storage.database import Database
 GRAPH_CONFIG: dcc.Graph.Config = {"displaylogo": False}
 
 
-def _card(title: str, graph_id: str, figure, note: str = "") -> html.Div:
+def _card(title: str, graph_id: str, figure, note: str = "", note_id: str = "") -> html.Div:
     parts = [html.H3(title), dcc.Graph(id=graph_id, figure=figure, config=GRAPH_CONFIG)]
-    if note:
-        parts.append(html.P(note, className="muted"))
+    if note or note_id:
+        if note_id:
+            parts.append(html.P(note, className="muted", id=note_id))
+        else:
+            parts.append(html.P(note, className="muted"))
     return html.Div(parts, className="card")
 
 
@@ -69,8 +74,6 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
     ttft, slope = latency.ttft_vs_isl(cur, flt)
     positions = latency.itl_by_position(cur, flt)
     e2e = latency.e2e_distribution(cur, flt)
-    views = load.load_views(cur, flt, tz, isl_edges=LOG2_EDGES)  # one sweep for all three
-    load_bucket, series, levels, split = views.bucket, views.series, views.levels, views.split
     slope_note = (
         f"Fitted: {slope:,.0f} ms more time to first token per 1,000 input tokens."
         if slope is not None
@@ -78,15 +81,13 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
     )
     if slope is not None and (error := ttft.attrs.get("relative_error")):
         slope_note += f" The grey median from hourly rollups: within ±{error:.2%}."
-    if len(split):
-        slope_note += (
-            " Coloured: median (p90 dotted) by load at arrival, each engine's thirds of its "
-            "in-flight counts."
-        )
     return html.Div(
         [
             html.H2("Latency"),
             bar,
+            # The load views sweep every raw row of the window (a second or more on millions):
+            # they are drawn by a callback after the page, from the same query.
+            dcc.Store(id=ids.LATENCY_LOAD_QUERY, data=dict(query)),
             html.P(
                 f"Percentiles per {bucket} bucket ({tz})"
                 + (
@@ -116,22 +117,23 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
                     _card(
                         "TTFT vs input length, by load",
                         ids.LATENCY_TTFT_ISL,
-                        load_charts.ttft_isl_load_figure(split, ttft)
-                        if len(split)
-                        else charts.ttft_isl_figure(ttft),
+                        charts.ttft_isl_figure(ttft),
                         slope_note,
+                        ids.LATENCY_TTFT_ISL_NOTE,
                     ),
                     _card(
                         "Requests in flight",
                         ids.LATENCY_INFLIGHT,
-                        load_charts.inflight_figure(series, height=460),
-                        _inflight_note(series, load_bucket),
+                        load_charts.inflight_figure(_NO_SERIES, height=460),
+                        COUNTING,
+                        ids.LATENCY_INFLIGHT_NOTE,
                     ),
                     _card(
                         "Latency vs requests in flight",
                         ids.LATENCY_VS_INFLIGHT,
-                        load_charts.latency_inflight_figure(levels),
-                        _vs_inflight_note(levels),
+                        load_charts.latency_inflight_figure(_NO_LEVELS),
+                        COUNTING,
+                        ids.LATENCY_VS_INFLIGHT_NOTE,
                     ),
                     _card(
                         "ITL vs output token position",
@@ -147,8 +149,61 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
     )
 
 
-def register(db: Database, clock: Callable[[], datetime], tz: str) -> None:
-    """Register the page at /latency."""
+COUNTING = "Counting the requests in flight…"
+# What the two load graphs show until the callback has swept the window.
+_NO_SERIES = pd.DataFrame(columns=["engine", "bucket", "inflight_mean", "inflight_max"])
+_NO_LEVELS = pd.DataFrame(columns=load.LEVEL_COLUMNS)
+
+
+def load_figures(db: Database, query: dict, now: datetime, tz: str) -> tuple:
+    """The three load views for a URL query: TTFT vs ISL by load, in flight over time,
+    latency vs in flight, each with its note (one sweep of the window's raw rows)."""
+    cur = db.cursor()
+    view = filterbar.parse_query(query, now)
+    flt = view.filter()
+    ttft, slope = latency.ttft_vs_isl(cur, flt)
+    views = load.load_views(cur, flt, tz, isl_edges=LOG2_EDGES)
+    series, levels, split = views.series, views.levels, views.split
+    slope_note = (
+        f"Fitted: {slope:,.0f} ms more time to first token per 1,000 input tokens."
+        if slope is not None
+        else "No TTFT values in this window."
+    )
+    if slope is not None and (error := ttft.attrs.get("relative_error")):
+        slope_note += f" The grey median from hourly rollups: within ±{error:.2%}."
+    if len(split):
+        slope_note += (
+            " Coloured: median (p90 dotted) by load at arrival, each engine's thirds of its "
+            "in-flight counts."
+        )
+    return (
+        load_charts.ttft_isl_load_figure(split, ttft)
+        if len(split)
+        else charts.ttft_isl_figure(ttft),
+        slope_note,
+        load_charts.inflight_figure(series, height=460),
+        _inflight_note(series, views.bucket),
+        load_charts.latency_inflight_figure(levels),
+        _vs_inflight_note(levels),
+    )
+
+
+def register(app: Dash, db: Database, clock: Callable[[], datetime], tz: str) -> None:
+    """Register the page at /latency and the callback that draws its load views."""
     register_page(
         __name__, "/latency", "Latency", 2, lambda **query: layout_for(db, query, clock(), tz)
     )
+
+    @app.callback(
+        Output(ids.LATENCY_TTFT_ISL, "figure"),
+        Output(ids.LATENCY_TTFT_ISL_NOTE, "children"),
+        Output(ids.LATENCY_INFLIGHT, "figure"),
+        Output(ids.LATENCY_INFLIGHT_NOTE, "children"),
+        Output(ids.LATENCY_VS_INFLIGHT, "figure"),
+        Output(ids.LATENCY_VS_INFLIGHT_NOTE, "children"),
+        Input(ids.LATENCY_LOAD_QUERY, "data"),
+    )
+    async def _load(query):  # type: ignore[no-untyped-def]
+        # The query is the client's: parsed and validated exactly as the page's URL is.
+        clean = {k: v for k, v in (query or {}).items() if isinstance(v, str)}
+        return await asyncio.to_thread(load_figures, db, clean, clock(), tz)

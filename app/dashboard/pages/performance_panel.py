@@ -41,7 +41,11 @@ def panel(
     raw, cal, corr = out["model"], out["calibrated"], out["corrections"]
     rows: list[tuple[str, str, str]] = [
         ("TTFT, mean", _ms(raw["ttft_ms"]), _ms(cal["ttft_ms"])),
-        ("TTFT, p90 over request shapes", _ms(raw["ttft_p90_ms"]), _ms(cal["ttft_p90_ms"])),
+        (
+            "TTFT, p90 over request shapes",
+            _ms(raw["ttft_shapes_p90_ms"]),
+            _ms(cal["ttft_shapes_p90_ms"]),
+        ),
         ("ITL (time per output token)", _ms(raw["itl_ms"], 2), _ms(cal["itl_ms"], 2)),
         (
             "output tokens/s per replica",

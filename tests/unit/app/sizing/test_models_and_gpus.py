@@ -3,6 +3,8 @@ model's parts: weights by module, KV geometry, parallelism, ranges, logged figur
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from app.sizing.bundled import BUNDLED_CONFIGS, bundled_config
@@ -338,3 +340,22 @@ def test_profiles_describe_an_unlisted_gpu() -> None:
         )  # fmt: skip
     with pytest.raises(ValueError, match="no FP8"):  # the real card's support, not a stand-in
         EngineProfile(model="llama-3.1-8b", gpu="RTX-3090", kv_dtype="fp8")
+
+
+@pytest.mark.parametrize(
+    ("config", "says"),
+    [
+        ({"hidden_size": 4096, "num_hidden_layers": 1e9, "num_attention_heads": 32}, "1,024"),
+        ({"hidden_size": float("inf"), "num_hidden_layers": 32, "num_attention_heads": 32}, "inf"),
+        ({"hidden_size": float("nan"), "num_hidden_layers": 32, "num_attention_heads": 32}, "nan"),
+        ({"hidden_size": 10**4000, "num_hidden_layers": 32, "num_attention_heads": 32}, "huge"),
+        ({"hidden_size": -5, "num_hidden_layers": 32, "num_attention_heads": 32}, "positive"),
+        ({"hidden_size": "big", "num_hidden_layers": 32, "num_attention_heads": 32}, "'big'"),
+        ({"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+          "num_local_experts": 10**6}, "num_local_experts"),
+    ],
+)  # fmt: skip
+def test_a_hostile_config_is_refused_before_it_costs_anything(config, says):
+    """A 90-byte config.json must not make the server loop over a billion layers."""
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        validate_config(config)

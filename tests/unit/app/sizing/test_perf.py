@@ -108,6 +108,31 @@ def test_corrections_recover_a_known_slowdown() -> None:
     assert not corr.clamped
 
 
+def test_corrections_respect_what_the_engine_runs_at_once() -> None:
+    """Above the cap the engine decodes at the cap (the rest wait for a slot): a fit that
+    modelled the whole in-flight count as one batch would find a decode faster than real."""
+
+    def slow(isl: int, osl: int, batch: int) -> Step:
+        s = linear(isl, osl, batch)
+        return Step(s.prefill_ms * 1.5, s.itl_ms * 1.3, s.kv_fits)
+
+    levels = []
+    for c in (16, 64, 96, 128):
+        truth = at_concurrency(slow, [Shape(500, 200)], c, max_running=40)
+        levels.append(Observed(c, 500, 500, 200, truth.ttft_ms, truth.itl_ms))
+    corr = fit_corrections(linear, levels, max_running=40)
+    assert corr.decode == pytest.approx(1.3, rel=0.01)
+    assert corr.prefill == pytest.approx(1.5, rel=0.05)
+
+
+def test_max_throughput_takes_the_smallest_batch_within_one_percent() -> None:
+    def flat(isl: int, osl: int, batch: int) -> Step:  # tokens/s saturate at ~100 in flight
+        return Step(1.0, 10.0 * max(1.0, batch / 100), True)
+
+    p = max_throughput(flat, [Shape(10, 100)], max_concurrency=100_000)
+    assert p.concurrency <= 256
+
+
 def test_corrections_are_clamped_and_skip_thin_levels() -> None:
     levels = [Observed(1, 500, 100, 100, 1.0, 1000.0), Observed(2, 3, 100, 100, 1.0, 1.0)]
     corr = fit_corrections(linear, levels)
