@@ -40,6 +40,17 @@ def _position_note(positions) -> str:
     return note
 
 
+def _slope_note(ttft, slope) -> str:  # type: ignore[no-untyped-def]
+    note = (
+        f"Fitted: {slope:,.0f} ms more time to first token per 1,000 input tokens."
+        if slope is not None
+        else "No TTFT values in this window."
+    )
+    if slope is not None and (error := ttft.attrs.get("relative_error")):
+        note += f" The grey median from hourly rollups: within ±{error:.2%}."
+    return note
+
+
 LOAD_NOTE = (
     "In flight: requests between their start and start + E2E on the same engine, all of the "
     "engine's traffic whatever the filter; exact, from raw rows."
@@ -74,13 +85,7 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
     ttft, slope = latency.ttft_vs_isl(cur, flt)
     positions = latency.itl_by_position(cur, flt)
     e2e = latency.e2e_distribution(cur, flt)
-    slope_note = (
-        f"Fitted: {slope:,.0f} ms more time to first token per 1,000 input tokens."
-        if slope is not None
-        else "No TTFT values in this window."
-    )
-    if slope is not None and (error := ttft.attrs.get("relative_error")):
-        slope_note += f" The grey median from hourly rollups: within ±{error:.2%}."
+    slope_note = _slope_note(ttft, slope)
     return html.Div(
         [
             html.H2("Latency"),
@@ -164,13 +169,7 @@ def load_figures(db: Database, query: dict, now: datetime, tz: str) -> tuple:
     ttft, slope = latency.ttft_vs_isl(cur, flt)
     views = load.load_views(cur, flt, tz, isl_edges=LOG2_EDGES)
     series, levels, split = views.series, views.levels, views.split
-    slope_note = (
-        f"Fitted: {slope:,.0f} ms more time to first token per 1,000 input tokens."
-        if slope is not None
-        else "No TTFT values in this window."
-    )
-    if slope is not None and (error := ttft.attrs.get("relative_error")):
-        slope_note += f" The grey median from hourly rollups: within ±{error:.2%}."
+    slope_note = _slope_note(ttft, slope)
     if len(split):
         slope_note += (
             " Coloured: median (p90 dotted) by load at arrival, each engine's thirds of its "
