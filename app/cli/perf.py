@@ -81,8 +81,12 @@ def _list() -> int:
 
     print("GPUs:")
     for g in GPUS.values():
-        aic = getattr(g, "aic_system", None)
-        how = "measured kernel data" if aic else "roofline"
+        if g.aic_system:
+            how = f"measured kernel data ({g.aic_system})"
+        elif g.reference_system:
+            how = f"roofline, scaled from {g.reference_system}"
+        else:
+            how = "memory only: no performance data, no reference to scale from"
         print(f"  {g.name:<14} {g.memory_gib:>7.2f} GiB  {g.arch:<10} {how}")
     print("catalog models:", ", ".join(MODELS))
     print("bundled Hugging Face configs:")
