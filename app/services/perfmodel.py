@@ -78,6 +78,11 @@ def library_words(exc: BaseException) -> str:
     if "MLA data missing" in text or "MoE data missing" in text:
         kind = "MLA attention" if "MLA" in text else "MoE"
         return f"the library has no {kind} kernel data for this dtype on this GPU and framework"
+    if "ContextKey" in text or "GenerationKey" in text:
+        return (
+            "the library has no attention kernel data for this KV cache dtype on this GPU and "
+            "framework: use a bf16 or fp8 KV cache"
+        )
     if isinstance(exc, KeyError):
         return f"config.json lacks {text}"
     return _PATH.sub("<library data>", text)[:300]
@@ -242,7 +247,15 @@ def model_path(hf_id: str, config: Mapping[str, Any] | None) -> str:
     global _config_dir
     if config is not None:
         cfg = copy.deepcopy(dict(config))
-        text_arch = (cfg.get("architectures") or [None])[0]
+        archs = cfg.get("architectures")
+        if isinstance(archs, str):
+            cfg["architectures"] = archs = [archs]
+        if not archs or not all(isinstance(a, str) for a in archs):
+            raise PerfModelError(
+                "config.json names no model class in 'architectures' (e.g. "
+                '["LlamaForCausalLM"]): the library picks its model family from it'
+            )
+        text_arch = archs[0]
         if text_arch in SAME_LAYERS and not cfg.get("sliding_window"):
             cfg["architectures"] = [SAME_LAYERS[text_arch]]
         blob = json.dumps(cfg, sort_keys=True)

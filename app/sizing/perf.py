@@ -254,7 +254,13 @@ def at_rate(
     lo, hi = 1.0, float(max(max_concurrency, 1))
     f_lo, p_lo = excess(lo)
     if f_lo <= 0:
-        return replace(p_lo, requests_per_s=rate, output_tokens_per_s=rate * _mean_osl(shapes))
+        # One request at a time is enough: in flight on average, rate × E2E (under 1).
+        return replace(
+            p_lo,
+            concurrency=rate * p_lo.e2e_ms / 1000,
+            requests_per_s=rate,
+            output_tokens_per_s=rate * _mean_osl(shapes),
+        )
     f_hi, p_hi = excess(hi)
     if f_hi > 0 or p_hi.saturated:
         # More arrivals than the replica serves: the queue grows without bound, so no TTFT or

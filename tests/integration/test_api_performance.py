@@ -56,6 +56,7 @@ def test_rate_and_max_throughput(live):
         ({"concurrency": 4, "isl": 200_000}, "beyond the model's context (131,072)"),
         ({"concurrency": 4, "pp": 64}, "more stages than the model's 32 layers"),
         ({"concurrency": 4, "memory_fraction": 5}, "memory_fraction"),
+        ({"concurrency": 4, "kv_dtype": "int8"}, "no attention kernel data for this KV cache"),
         ({"concurrency": 4, "isl": 0}, "isl"),
     ],
 )

@@ -150,3 +150,22 @@ def test_a_pasted_config_is_modelled() -> None:
 def test_an_unknown_framework_is_named() -> None:
     with pytest.raises(PerfModelError, match="unknown framework 'tgi'"):
         perfmodel.target_for("tgi", "h100_sxm", None, lambda: L4)
+
+
+@pytest.mark.parametrize("architectures", [[], [7], None])
+def test_a_pasted_config_must_name_its_model_class(architectures) -> None:
+    config = dict(perfmodel.bundled_config("Qwen/Qwen3-8B") or {})
+    config["architectures"] = architectures
+    with pytest.raises(PerfModelError, match="names no model class in 'architectures'"):
+        perfmodel.model_path("my-org/x", config)
+
+
+def test_a_lone_architecture_string_is_taken_as_a_list() -> None:
+    config = dict(perfmodel.bundled_config("Qwen/Qwen3-8B") or {})
+    config["architectures"] = "Qwen3ForCausalLM"
+    assert perfmodel.model_path("my-org/x", config)
+
+
+def test_library_messages_carry_no_install_paths() -> None:
+    text = "data missing at /work/x/.venv/lib/python3.11/site-packages/aic/data/h100/a.parquet"
+    assert "site-packages" not in perfmodel.library_words(ValueError(text))

@@ -70,10 +70,18 @@ def test_rate_finds_the_concurrency_littles_law_gives() -> None:
     assert 20.3 < p.concurrency < 20.8
 
 
+def test_a_trickle_has_less_than_one_request_in_flight() -> None:
+    p = at_rate(linear, [Shape(500, 200)], 0.01, max_concurrency=64)
+    assert p.concurrency == pytest.approx(0.01 * p.e2e_ms / 1000)
+    assert p.concurrency < 0.1
+
+
 def test_a_rate_beyond_capacity_is_saturated() -> None:
     best = max_throughput(linear, [Shape(500, 200)], max_concurrency=64)
     p = at_rate(linear, [Shape(500, 200)], best.requests_per_s * 3, max_concurrency=64)
     assert p.saturated
+    # An open queue beyond capacity grows without bound: no finite wait is reported.
+    assert math.isinf(p.ttft_ms) and math.isinf(p.e2e_ms)
 
 
 def test_max_throughput_stays_inside_the_kv_cache() -> None:
