@@ -132,8 +132,21 @@ def _evaluate(
             continue
         chunks = math.ceil(s.isl / max(step_tokens, 1))
         fixed.append(i / 2 + chunks * o.itl_ms * corr.decode)
-    mean_s = sum(wi * p for wi, p in zip(w, prefill, strict=True)) / 1000.0
-    second = sum(wi * (p / 1000.0) ** 2 for wi, p in zip(w, prefill, strict=True))
+    # The prefill work each request puts on the replica, which the queue is made of. Prompts
+    # shorter than a step share one (the engine batches them up to `step_tokens`), so a short
+    # prompt costs its share of a full step, not a whole forward pass of its own.
+    budget = max(step_tokens, 1)
+    full = None
+    work = []
+    for s, p in zip(shapes, prefill, strict=True):
+        if s.isl >= budget:
+            work.append(p)
+            continue
+        if full is None:
+            full = step(budget, 2, 1).prefill_ms * corr.prefill
+        work.append(min(p, full * s.isl / budget))
+    mean_s = sum(wi * x for wi, x in zip(w, work, strict=True)) / 1000.0
+    second = sum(wi * (x / 1000.0) ** 2 for wi, x in zip(w, work, strict=True))
     base_e2e = [
         p + f + max(s.osl - 1, 0) * i
         for s, p, f, i in zip(shapes, prefill, fixed, itl, strict=True)
