@@ -346,6 +346,40 @@ def latency_by_inflight(
     return _levels_frame(q.df(cur, select, *params), edges, isl_edges)
 
 
+def shapes_by_inflight(
+    cur: duckdb.DuckDBPyConnection,
+    flt: Filter,
+    *,
+    edges: Sequence[int] = INFLIGHT_EDGES,
+    shape_edges: Sequence[int] = LOG2_EDGES,
+) -> pd.DataFrame:
+    """The request shapes at each in-flight level: per (engine, level, ISL bin, OSL bin) the
+    requests and their median ISL and OSL (columns engine, inflight_lo, isl, osl, requests).
+
+    What a model is evaluated on, cell by cell, to be compared with a level's observed
+    latency: a level's median shape is not its shapes (latency is far from linear in ISL and
+    OSL together)."""
+    edges = _check_edges(edges)
+    q = _sweep(flt, flt.start, flt.end)
+    level_case, params = case_sql("level", edges)
+    isl_case, isl_params = case_sql("isl", tuple(shape_edges))
+    osl_case, osl_params = case_sql("osl", tuple(shape_edges))
+    select = f"""
+        SELECT eng.engine, cells.bin, cells.isl, cells.osl, cells.requests FROM (
+            SELECT eid, {level_case} AS bin, {isl_case} AS ib, {osl_case} AS ob,
+                   median(isl) AS isl, median(osl) AS osl, count(*) AS requests
+            FROM arrivals WHERE itl_ms IS NOT NULL GROUP BY ALL) cells
+        LEFT JOIN eng USING (eid)
+        ORDER BY eng.engine NULLS LAST, cells.bin, cells.requests DESC"""
+    frame = q.df(cur, select, *params, *isl_params, *osl_params)
+    out = pd.DataFrame({"engine": frame["engine"].astype(object)})
+    out["inflight_lo"] = [edges[int(b)] for b in frame["bin"]]
+    out["isl"] = frame["isl"].astype(float)
+    out["osl"] = frame["osl"].astype(float)
+    out["requests"] = frame["requests"].astype("int64")
+    return out
+
+
 def ttft_by_isl_and_load(
     cur: duckdb.DuckDBPyConnection, flt: Filter, isl_edges: Sequence[int]
 ) -> pd.DataFrame:

@@ -9,17 +9,18 @@ fitted to its own production latencies.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
 from app.analytics.filters import Filter
-from app.analytics.load import latency_by_inflight
+from app.analytics.load import latency_by_inflight, shapes_by_inflight
 from app.analytics.mix import peak_hour_in_flight, shape_mix
 from app.services import modelconfigs, perfmodel
 from app.services.perfmodel import GpuFigures, PerfModelError, StepModel
 from app.sizing.catalog import GIB, GpuSpec
 from app.sizing.perf import (
+    MIN_LEVEL_REQUESTS,
     Corrections,
     Observed,
     Prediction,
@@ -30,6 +31,7 @@ from app.sizing.perf import (
     at_rate,
     fit_corrections,
     kv_concurrency,
+    level_medians,
     max_throughput,
 )
 from app.sizing.profile import EngineProfile
@@ -45,7 +47,10 @@ PUBLISHED_ERROR = (
     "ITL and 25.1% on TTFT (docs/sizing.md, 'Checked against published figures')"
 )
 # Scaling covered GPUs from their generation's reference and comparing with their own data.
-ROOFLINE_ERROR = "checked on covered GPUs scaled the same way, expect up to ±25% (docs/sizing.md)"
+ROOFLINE_ERROR = (
+    "covered GPUs scaled the same way from a card of their class come within ±14% of their "
+    "measured data (docs/sizing.md, 'The roofline, checked')"
+)
 SM_VERSION = {"ampere": 80, "ada": 89, "hopper": 90, "blackwell": 100, "cdna3": 0}
 
 
@@ -283,9 +288,15 @@ def prediction_dict(eng: Engine, p: Prediction, shapes: list[Shape]) -> dict[str
 
 def observed_levels(db: Database, flt: Filter) -> list[Observed]:
     """The engine's measured latency medians per level of requests in flight, with the
-    level's median ISL and OSL: prefill grows with ISL, so the median TTFT is the model's at
-    the median ISL (at the mean ISL it would be too high for a skewed mix)."""
-    df = latency_by_inflight(db.cursor(), flt)
+    level's request shapes (ISL × OSL cells and their counts) to evaluate the model on."""
+    cur = db.cursor()
+    df = latency_by_inflight(cur, flt)
+    cells = shapes_by_inflight(cur, flt)
+    by_level: dict[tuple[object, int], list[Shape]] = {}
+    for c in cells.itertuples(index=False):
+        key = (c.engine, int(c.inflight_lo))
+        shape = Shape(max(1, round(c.isl)), max(1, round(c.osl)), float(c.requests))
+        by_level.setdefault(key, []).append(shape)
     out = []
     for row in df.itertuples(index=False):
         if not row.requests or row.itl_p50 is None or math.isnan(row.itl_p50):
@@ -298,6 +309,8 @@ def observed_levels(db: Database, flt: Filter) -> list[Observed]:
                 float(row.osl_p50),
                 float(row.ttft_p50) if row.ttft_p50 == row.ttft_p50 else 0.0,
                 float(row.itl_p50),
+                tuple(by_level.get((row.engine, int(row.inflight_lo)), ())),
+                int(row.inflight_lo),
             )
         )
     return out
@@ -357,19 +370,18 @@ def engine_performance(
         engine=eng,
     )
     by_level = []
+    cap = eng.max_concurrency(shapes)
     for lv in levels:
-        shape = [Shape(max(1, round(lv.isl)), max(1, round(lv.osl)))]
+        kept, _ = within_bounds(eng, list(lv.shapes)) if lv.shapes else ([], 0.0)
+        level = replace(lv, shapes=tuple(kept)) if kept else lv
         try:
-            _, m = predict(profile, shape, mode="concurrency", concurrency=lv.inflight, engine=eng)
-            _, k = predict(
-                profile,
-                shape,
-                mode="concurrency",
-                concurrency=lv.inflight,
-                corrections=corr,
-                engine=eng,
+            m_ttft, m_itl = level_medians(
+                eng.step, level, step_tokens=eng.step_tokens, max_running=cap
             )
-        except PerfModelError:  # a level whose median request the engine cannot serve
+            k_ttft, k_itl = level_medians(
+                eng.step, level, step_tokens=eng.step_tokens, corrections=corr, max_running=cap
+            )
+        except PerfModelError:  # a level whose requests the engine cannot serve
             continue
         by_level.append(
             {
@@ -378,11 +390,11 @@ def engine_performance(
                 "isl_p50": round(lv.isl),
                 "osl_p50": round(lv.osl),
                 "observed_ttft_p50_ms": round(lv.ttft_ms, 2),
-                "model_ttft_ms": _num(m.ttft_ms),
-                "calibrated_ttft_ms": _num(k.ttft_ms),
+                "model_ttft_ms": _num(m_ttft),
+                "calibrated_ttft_ms": _num(k_ttft),
                 "observed_itl_p50_ms": round(lv.itl_ms, 3),
-                "model_itl_ms": _num(m.itl_ms),
-                "calibrated_itl_ms": _num(k.itl_ms),
+                "model_itl_ms": _num(m_itl),
+                "calibrated_itl_ms": _num(k_itl),
             }
         )
     return {
@@ -420,49 +432,43 @@ def backtest(
     test: tuple[datetime, datetime],
 ) -> dict[str, Any]:
     """Fit the corrections on one window, predict the next window's ITL p50/p90 per in-flight
-    level, and say how far off the prediction was (p90 = the calibrated p50 × the fit window's
-    p90/p50 spread at that level, or its nearest level)."""
+    level (the calibrated model's median over the level's own shapes; p90 = that × the fit
+    window's p90/p50 spread at the nearest level), and say how far off each was."""
     eng = prepare(profile)
     cur = db.cursor()
-    fit_df = latency_by_inflight(cur, Filter(start=fit[0], end=fit[1], engines=(engine,)))
-    corr = fit_corrections(
-        eng.step,
-        observed_levels(db, Filter(start=fit[0], end=fit[1], engines=(engine,))),
-        step_tokens=eng.step_tokens,
-        max_running=eng.profile.max_batch_size,
-    )
+    fit_flt = Filter(start=fit[0], end=fit[1], engines=(engine,))
+    fit_levels = observed_levels(db, fit_flt)
+    shapes = [s for lv in fit_levels for s in lv.shapes]
+    cap = eng.max_concurrency(shapes) if shapes else profile.max_batch_size
+    corr = fit_corrections(eng.step, fit_levels, step_tokens=eng.step_tokens, max_running=cap)
     spread = {
         int(r.inflight_lo): float(r.itl_p90) / float(r.itl_p50)
-        for r in fit_df.itertuples(index=False)
+        for r in latency_by_inflight(cur, fit_flt).itertuples(index=False)
         if r.requests and r.itl_p50 and r.itl_p50 == r.itl_p50 and r.itl_p90 == r.itl_p90
     }
-    test_df = latency_by_inflight(cur, Filter(start=test[0], end=test[1], engines=(engine,)))
+    test_flt = Filter(start=test[0], end=test[1], engines=(engine,))
+    test_df = latency_by_inflight(cur, test_flt)
+    p90 = {int(r.inflight_lo): float(r.itl_p90) for r in test_df.itertuples(index=False)}
     rows = []
-    for r in test_df.itertuples(index=False):
-        if r.requests < 20 or not r.itl_p50 == r.itl_p50:
+    for lv in observed_levels(db, test_flt):
+        lo = lv.lowest
+        if lv.requests < MIN_LEVEL_REQUESTS:
             continue
-        shape = [Shape(max(1, round(r.isl_p50)), max(1, round(r.osl_p50)))]
-        _, p = predict(
-            profile,
-            shape,
-            mode="concurrency",
-            concurrency=float(r.inflight_mean),
-            corrections=corr,
-            engine=eng,
+        _, itl = level_medians(
+            eng.step, lv, step_tokens=eng.step_tokens, corrections=corr, max_running=cap
         )
-        lo = int(r.inflight_lo)
         near = min(spread, key=lambda k: abs(k - lo)) if spread else None
         ratio = spread[near] if near is not None else math.nan
         rows.append(
             {
-                "inflight": round(float(r.inflight_mean), 2),
-                "requests": int(r.requests),
-                "observed_p50": round(float(r.itl_p50), 3),
-                "predicted_p50": round(p.itl_ms, 3),
-                "error_p50": p.itl_ms / float(r.itl_p50) - 1,
-                "observed_p90": round(float(r.itl_p90), 3),
-                "predicted_p90": round(p.itl_ms * ratio, 3),
-                "error_p90": p.itl_ms * ratio / float(r.itl_p90) - 1,
+                "inflight": round(lv.inflight, 2),
+                "requests": lv.requests,
+                "observed_p50": round(lv.itl_ms, 3),
+                "predicted_p50": round(itl, 3),
+                "error_p50": itl / lv.itl_ms - 1,
+                "observed_p90": round(p90[lo], 3),
+                "predicted_p90": round(itl * ratio, 3),
+                "error_p90": itl * ratio / p90[lo] - 1,
             }
         )
     return {

@@ -332,10 +332,49 @@ class Observed:
 
     inflight: float  # mean requests in flight at arrival
     requests: int
-    isl: float  # mean ISL at this level
+    isl: float  # median ISL at this level
     osl: float
     ttft_ms: float  # median
     itl_ms: float  # median
+    shapes: tuple[Shape, ...] = ()  # the level's request shapes (weights: requests), if known
+    lowest: int = 0  # the level's lowest in-flight count (its bin's edge)
+
+
+# A level's shapes evaluated one by one: the most frequent, the rest left to them.
+MAX_LEVEL_SHAPES = 24
+
+
+def level_medians(
+    step: StepFn,
+    level: Observed,
+    *,
+    step_tokens: int = 8192,
+    corrections: Corrections = Corrections(),
+    max_running: int | None = None,
+) -> tuple[float, float]:
+    """The model's median TTFT and ITL over a level's requests: each of its shapes at the
+    level's in-flight count, then the request-weighted median (the latency of the median shape
+    is not the median latency when ISL and OSL vary together)."""
+    shapes = sorted(level.shapes, key=lambda s: -s.weight)[:MAX_LEVEL_SHAPES] or [
+        Shape(max(1, round(level.isl)), max(1, round(level.osl)))
+    ]
+    preds = [
+        at_concurrency(
+            step,
+            [s],
+            level.inflight,
+            step_tokens=step_tokens,
+            corrections=corrections,
+            max_running=max_running,
+        )
+        for s in shapes
+    ]
+    weights = [s.weight for s in shapes]
+    ttft = [math.inf if p.saturated else p.ttft_ms for p in preds]
+    return (
+        weighted_quantile(ttft, weights, 0.5),
+        weighted_quantile([p.itl_ms for p in preds], weights, 0.5),
+    )
 
 
 def fit_corrections(
@@ -347,20 +386,17 @@ def fit_corrections(
 ) -> Corrections:
     """One decode and one prefill factor that bring the model to the engine's medians.
 
-    decode: the request-weighted median of observed / predicted ITL over in-flight levels.
-    prefill: per level, the factor on the prefill part that explains the observed TTFT once the
-    rest (waiting, decode interference, with the decode factor applied) is taken out; the
-    weighted median of those. Both clamped to [0.5, 2]."""
+    decode: the request-weighted median over in-flight levels of observed ÷ predicted median
+    ITL (the model's median over the level's own shapes). prefill: per level, the factor on
+    the prefill time that makes the predicted median TTFT (with the decode factor applied) the
+    observed one; the weighted median of those. Both clamped to [0.5, 2]."""
     use = [lv for lv in levels if lv.requests >= MIN_LEVEL_REQUESTS and lv.itl_ms > 0]
     if not use:
         return Corrections()
     decode_ratios, prefill_ratios, weights = [], [], []
     for lv in use:
-        shape = [Shape(max(1, round(lv.isl)), max(1, round(lv.osl)))]
-        p = at_concurrency(
-            step, shape, lv.inflight, step_tokens=step_tokens, max_running=max_running
-        )
-        decode_ratios.append(lv.itl_ms / p.itl_ms)
+        _, itl = level_medians(step, lv, step_tokens=step_tokens, max_running=max_running)
+        decode_ratios.append(lv.itl_ms / itl)
         weights.append(lv.requests)
     decode = weighted_quantile(decode_ratios, weights, 0.5)
     clamped = not CORRECTION_MIN <= decode <= CORRECTION_MAX
@@ -369,18 +405,12 @@ def fit_corrections(
     for lv in use:
         if lv.ttft_ms <= 0:
             continue
-        shape = [Shape(max(1, round(lv.isl)), max(1, round(lv.osl)))]
 
-        def ttft(f: float, shape: list[Shape] = shape, c: float = lv.inflight) -> float:
-            p = at_concurrency(
-                step,
-                shape,
-                c,
-                step_tokens=step_tokens,
-                corrections=Corrections(f, decode),
-                max_running=max_running,
-            )
-            return math.inf if p.saturated else p.ttft_ms
+        def ttft(f: float, lv: Observed = lv) -> float:
+            corr = Corrections(f, decode)
+            return level_medians(
+                step, lv, step_tokens=step_tokens, corrections=corr, max_running=max_running
+            )[0]
 
         # TTFT rises with the prefill factor (prefill and its queue): bisection for the
         # factor that gives the observed median, searched a little beyond the clamp.
@@ -390,7 +420,7 @@ def fit_corrections(
         elif ttft(hi) <= lv.ttft_ms:
             f = hi
         else:
-            for _ in range(40):
+            for _ in range(25):
                 mid = (lo + hi) / 2
                 lo, hi = (mid, hi) if ttft(mid) < lv.ttft_ms else (lo, mid)
             f = (lo + hi) / 2
