@@ -346,32 +346,52 @@ def latency_by_inflight(
     return _levels_frame(q.df(cur, select, *params), edges, isl_edges)
 
 
-def shapes_by_inflight(
+def levels_and_shapes(
     cur: duckdb.DuckDBPyConnection,
     flt: Filter,
     *,
     edges: Sequence[int] = INFLIGHT_EDGES,
     shape_edges: Sequence[int] = LOG2_EDGES,
-) -> pd.DataFrame:
-    """The request shapes at each in-flight level: per (engine, level, ISL bin, OSL bin) the
-    requests and their median ISL and OSL (columns engine, inflight_lo, isl, osl, requests).
-
-    What a model is evaluated on, cell by cell, to be compared with a level's observed
-    latency: a level's median shape is not its shapes (latency is far from linear in ISL and
-    OSL together)."""
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`latency_by_inflight`, and the request shapes at each of its levels, in one statement
+    and one sweep (what a calibration reads). The shapes: per (engine, level, ISL bin, OSL bin)
+    the requests and their median ISL and OSL (columns engine, inflight_lo, isl, osl,
+    requests), for a model evaluated cell by cell: a level's median shape is not its shapes
+    (latency is far from linear in ISL and OSL together)."""
     edges = _check_edges(edges)
     q = _sweep(flt, flt.start, flt.end)
+    levels_sql, levels_params = _levels_select(edges, None, True)
+    shapes_sql, shapes_params = _shapes_select(edges, shape_edges)
+    frame = q.df(
+        cur,
+        f"SELECT 'levels' AS view, * FROM ({levels_sql}) "
+        f"UNION ALL BY NAME SELECT 'shapes' AS view, * FROM ({shapes_sql})",
+        *levels_params,
+        *shapes_params,
+    )
+    return (
+        _levels_frame(frame[frame["view"] == "levels"], edges, None),
+        _shapes_frame(frame[frame["view"] == "shapes"], edges),
+    )
+
+
+def _shapes_select(edges: tuple[int, ...], shape_edges: Sequence[int]) -> tuple[str, list]:
     level_case, params = case_sql("level", edges)
     isl_case, isl_params = case_sql("isl", tuple(shape_edges))
     osl_case, osl_params = case_sql("osl", tuple(shape_edges))
-    select = f"""
+    sql = f"""
         SELECT eng.engine, cells.bin, cells.isl, cells.osl, cells.requests FROM (
             SELECT eid, {level_case} AS bin, {isl_case} AS ib, {osl_case} AS ob,
                    median(isl) AS isl, median(osl) AS osl, count(*) AS requests
             FROM arrivals WHERE itl_ms IS NOT NULL GROUP BY ALL) cells
-        LEFT JOIN eng USING (eid)
-        ORDER BY eng.engine NULLS LAST, cells.bin, cells.requests DESC"""
-    frame = q.df(cur, select, *params, *isl_params, *osl_params)
+        LEFT JOIN eng USING (eid)"""
+    return sql, params + isl_params + osl_params
+
+
+def _shapes_frame(frame: pd.DataFrame, edges: tuple[int, ...]) -> pd.DataFrame:
+    frame = frame.sort_values(
+        ["engine", "bin", "requests"], ascending=[True, True, False], na_position="last"
+    ).reset_index(drop=True)
     out = pd.DataFrame({"engine": frame["engine"].astype(object)})
     out["inflight_lo"] = [edges[int(b)] for b in frame["bin"]]
     out["isl"] = frame["isl"].astype(float)

@@ -19,7 +19,7 @@ from app.services.performance import (
     prediction_dict,
     profile_for,
 )
-from app.services.profiles import NoProfile, load_profile
+from app.services.profiles import NoProfile, load_profile, problem
 from app.services.rightsizing import DEFAULT_WINDOW
 from app.sizing.perf import Shape
 
@@ -34,15 +34,7 @@ KvDtype = Literal["bf16", "fp16", "fp8", "int8"]
 
 
 def _invalid(exc: Exception) -> HTTPException:
-    if isinstance(exc, ValidationError):
-        text = "; ".join(
-            ".".join(str(p) for p in e["loc"])
-            + ": " * bool(e["loc"])
-            + e["msg"].removeprefix("Value error, ")
-            for e in exc.errors()
-        )
-    else:
-        text = str(exc)
+    text = problem(exc) if isinstance(exc, ValidationError) else str(exc)
     return HTTPException(422, detail=f"invalid parameters: {text}")
 
 

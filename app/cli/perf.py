@@ -108,6 +108,7 @@ def cmd_perf(args: argparse.Namespace) -> int:
 
     from app.services.perfmodel import PerfModelError
     from app.services.performance import Mode, predict, prediction_dict, profile_for
+    from app.services.profiles import problem
     from app.sizing.perf import Shape
 
     config = None
@@ -132,14 +133,7 @@ def cmd_perf(args: argparse.Namespace) -> int:
             hf_config=config,
         )
     except ValidationError as exc:
-        return _fail(
-            "; ".join(
-                ".".join(str(p) for p in e["loc"])
-                + ": " * bool(e["loc"])
-                + e["msg"].removeprefix("Value error, ")
-                for e in exc.errors()
-            )
-        )
+        return _fail(problem(exc))
     mode: Mode = "max-throughput" if args.max_throughput else "rate" if args.rate else "concurrency"
     shapes = [Shape(args.isl, args.osl)]
     try:

@@ -1,9 +1,9 @@
 """Which Hugging Face config.json the performance model reads for a model id.
 
-Order: the profile's pasted config; the library's bundled config for the id; the bundled config
-of a checkpoint with the same layers (an Instruct model and its base, Llama 3.3 and 3.1 70B);
-the config tokenshape's catalog knows for it (app/sizing/catalog.py). Otherwise the model needs
-its config pasted: nothing is downloaded.
+Order: the profile's pasted config; else the checkpoint app/sizing/catalog.py says has the id's
+layers (itself, a base model, an alias), read from the library's own file when it ships one and
+from the catalog's config otherwise. Otherwise the model needs its config pasted: nothing is
+downloaded.
 """
 
 from __future__ import annotations
@@ -15,31 +15,12 @@ from app.services import perfmodel
 from app.sizing import catalog
 from app.sizing.profile import EngineProfile
 
-# Same layers, so the same latency; the weights' values do not matter to a performance model.
-SAME_ARCHITECTURE = {
-    "meta-llama/Llama-3.1-8B-Instruct": "meta-llama/Meta-Llama-3.1-8B",
-    "meta-llama/Llama-3.1-8B": "meta-llama/Meta-Llama-3.1-8B",
-    "meta-llama/Meta-Llama-3.1-8B-Instruct": "meta-llama/Meta-Llama-3.1-8B",
-    "meta-llama/Meta-Llama-3-8B": "meta-llama/Meta-Llama-3.1-8B",
-    "meta-llama/Meta-Llama-3-8B-Instruct": "meta-llama/Meta-Llama-3.1-8B",
-    "meta-llama/Llama-3.1-70B-Instruct": "meta-llama/Meta-Llama-3.1-70B",
-    "meta-llama/Llama-3.1-70B": "meta-llama/Meta-Llama-3.1-70B",
-    "meta-llama/Meta-Llama-3.1-70B-Instruct": "meta-llama/Meta-Llama-3.1-70B",
-    "meta-llama/Llama-3.3-70B-Instruct": "meta-llama/Meta-Llama-3.1-70B",
-    "meta-llama/Llama-3.1-405B-Instruct": "meta-llama/Meta-Llama-3.1-405B",
-    "meta-llama/Meta-Llama-3.1-405B-Instruct": "meta-llama/Meta-Llama-3.1-405B",
-    "mistralai/Mixtral-8x7B-Instruct-v0.1": "mistralai/Mixtral-8x7B-v0.1",
-    "mistralai/Mixtral-8x22B-Instruct-v0.1": "mistralai/Mixtral-8x22B-v0.1",
-    "Qwen/Qwen3-8B-Instruct": "Qwen/Qwen3-8B",
-}
-
-
 # Hugging Face model types whose layers the library has a family for; tokenshape's own configs
-# (app/sizing/catalog.py) carry a model_type, the library wants an architecture name. Mistral
-# without a sliding window is Llama's layers.
+# (app/sizing/catalog.py) carry a model_type, the library wants an architecture name
+# (perfmodel.model_path maps the ones it lacks to the same layers it has).
 ARCHITECTURES = {
     "llama": "LlamaForCausalLM",
-    "mistral": "LlamaForCausalLM",
+    "mistral": "MistralForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM",
     "mixtral": "MixtralForCausalLM",
@@ -48,12 +29,9 @@ ARCHITECTURES = {
 }
 
 
-def _known(hf_id: str) -> tuple[str, str] | None:
-    """A config tokenshape knows for the id, made loadable by the library, or None."""
-    config = catalog.model_config(hf_id)
-    if config is None:
-        return None
-    config = dict(config)
+def _known(hf_id: str) -> tuple[str, str]:
+    """The config the catalog knows for the id, made loadable by the library."""
+    config = dict(catalog.model_config(hf_id) or {})
     if not config.get("architectures"):
         arch = ARCHITECTURES.get(str(config.get("model_type")))
         if arch is None:
@@ -73,25 +51,18 @@ def resolve(hf_id: str, pasted: dict[str, Any] | None) -> tuple[str, str]:
     """(the path the library loads, words for where the architecture came from)."""
     if pasted:
         return perfmodel.model_path(hf_id, pasted), "the config.json pasted into the profile"
-    bundled = perfmodel.bundled_models()
-    if hf_id in bundled:
-        return hf_id, f"{hf_id}'s config.json as the library bundles it"
-    alias = SAME_ARCHITECTURE.get(hf_id)
-    if alias is None:
-        base = _SUFFIX.sub("", hf_id)
-        alias = base if base != hf_id else None
-    if alias and alias in bundled:
-        return alias, f"the bundled config.json of {alias} (the same layers as {hf_id})"
-    for name in (hf_id, alias):
-        shipped = perfmodel.bundled_config(name) if name else None
-        if shipped is not None:  # a file the library ships without listing it as a default
-            words = f"{name}'s config.json as the library ships it"
-            return perfmodel.model_path(name or hf_id, shipped), words
-    known = _known(hf_id)
-    if known is not None:
-        return known
-    # Raises, naming what to do.
-    return perfmodel.model_path(hf_id, None), ""
+    # The catalog knows which checkpoint has an id's layers (an Instruct model and its base,
+    # Llama 3.3 and 3.1 70B); an unknown id ending in -Instruct/-Chat tries its base too.
+    key = catalog.config_key(hf_id) or catalog.config_key(_SUFFIX.sub("", hf_id))
+    if key is None:
+        return perfmodel.model_path(hf_id, None), ""  # raises, naming what to do
+    same = "" if key == hf_id else f" (the same layers as {hf_id})"
+    if key in perfmodel.bundled_models():
+        return key, f"{key}'s config.json as the library bundles it{same}"
+    shipped = perfmodel.bundled_config(key)
+    if shipped is not None:  # a file the library ships without listing it as a default
+        return perfmodel.model_path(key, shipped), f"{key}'s config.json as the library ships it"
+    return _known(key)
 
 
 def resolve_profile(profile: EngineProfile) -> tuple[str, str]:

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from app.analytics.filters import Filter
-from app.analytics.load import latency_by_inflight, shapes_by_inflight
+from app.analytics.load import levels_and_shapes
 from app.analytics.mix import peak_hour_in_flight, shape_mix
 from app.services import modelconfigs, perfmodel
 from app.services.perfmodel import GpuFigures, PerfModelError, StepModel
@@ -56,14 +56,14 @@ SM_VERSION = {"ampere": 80, "ada": 89, "hopper": 90, "blackwell": 100, "cdna3": 
 
 def figures(gpu: GpuSpec) -> GpuFigures:
     """What the roofline mode needs of a GPU, from the catalog's spec-sheet fields."""
-    bw = float(getattr(gpu, "bandwidth_gbs", 0) or 0) * 1e9
-    bf16 = float(getattr(gpu, "bf16_tflops", 0) or 0) * 1e12
+    bw = gpu.bandwidth_gbs * 1e9
+    bf16 = gpu.bf16_tflops * 1e12
     if bw <= 0 or bf16 <= 0:
         raise PerfModelError(
             f"{gpu.name} has no bandwidth or FLOPS in the catalog: describe it with "
             "gpu_bandwidth_gbs and gpu_bf16_tflops"
         )
-    form = str(getattr(gpu, "form", "") or "")
+    form = gpu.form
     sm = SM_VERSION.get(gpu.arch, 80)
     if gpu.arch == "blackwell" and form in ("consumer", "workstation"):
         sm = 120
@@ -72,8 +72,8 @@ def figures(gpu: GpuSpec) -> GpuFigures:
         memory_bytes=int(gpu.memory_gib * GIB),
         bandwidth_bytes_s=bw,
         bf16_flops=bf16,
-        fp8_flops=float(getattr(gpu, "fp8_tflops", 0) or 0) * 1e12,
-        fp4_flops=float(getattr(gpu, "fp4_tflops", 0) or 0) * 1e12,
+        fp8_flops=gpu.fp8_tflops * 1e12,
+        fp4_flops=gpu.fp4_tflops * 1e12,
         sm_version=sm,
         pcie=form != "sxm" and form != "superchip",
     )
@@ -121,8 +121,8 @@ def prepare(profile: EngineProfile) -> Engine:
     gpu = profile.gpu_spec()
     target = perfmodel.target_for(
         profile.framework,
-        getattr(gpu, "aic_system", None),
-        getattr(gpu, "reference_system", None),
+        gpu.aic_system,
+        gpu.reference_system,
         lambda: figures(gpu),
     )
     spec = profile.spec()
@@ -289,9 +289,7 @@ def prediction_dict(eng: Engine, p: Prediction, shapes: list[Shape]) -> dict[str
 def observed_levels(db: Database, flt: Filter) -> list[Observed]:
     """The engine's measured latency medians per level of requests in flight, with the
     level's request shapes (ISL × OSL cells and their counts) to evaluate the model on."""
-    cur = db.cursor()
-    df = latency_by_inflight(cur, flt)
-    cells = shapes_by_inflight(cur, flt)
+    df, cells = levels_and_shapes(db.cursor(), flt)
     by_level: dict[tuple[object, int], list[Shape]] = {}
     for c in cells.itertuples(index=False):
         key = (c.engine, int(c.inflight_lo))
@@ -311,6 +309,7 @@ def observed_levels(db: Database, flt: Filter) -> list[Observed]:
                 float(row.itl_p50),
                 tuple(by_level.get((row.engine, int(row.inflight_lo)), ())),
                 int(row.inflight_lo),
+                float(row.itl_p90),
             )
         )
     return out
@@ -435,29 +434,23 @@ def backtest(
     level (the calibrated model's median over the level's own shapes; p90 = that × the fit
     window's p90/p50 spread at the nearest level), and say how far off each was."""
     eng = prepare(profile)
-    cur = db.cursor()
-    fit_flt = Filter(start=fit[0], end=fit[1], engines=(engine,))
-    fit_levels = observed_levels(db, fit_flt)
+    fit_levels = observed_levels(db, Filter(start=fit[0], end=fit[1], engines=(engine,)))
     shapes = [s for lv in fit_levels for s in lv.shapes]
     cap = eng.max_concurrency(shapes) if shapes else profile.max_batch_size
     corr = fit_corrections(eng.step, fit_levels, step_tokens=eng.step_tokens, max_running=cap)
     spread = {
-        int(r.inflight_lo): float(r.itl_p90) / float(r.itl_p50)
-        for r in latency_by_inflight(cur, fit_flt).itertuples(index=False)
-        if r.requests and r.itl_p50 and r.itl_p50 == r.itl_p50 and r.itl_p90 == r.itl_p90
+        lv.lowest: lv.itl_p90_ms / lv.itl_ms
+        for lv in fit_levels
+        if lv.itl_ms > 0 and not math.isnan(lv.itl_p90_ms)
     }
-    test_flt = Filter(start=test[0], end=test[1], engines=(engine,))
-    test_df = latency_by_inflight(cur, test_flt)
-    p90 = {int(r.inflight_lo): float(r.itl_p90) for r in test_df.itertuples(index=False)}
     rows = []
-    for lv in observed_levels(db, test_flt):
-        lo = lv.lowest
+    for lv in observed_levels(db, Filter(start=test[0], end=test[1], engines=(engine,))):
         if lv.requests < MIN_LEVEL_REQUESTS:
             continue
         _, itl = level_medians(
             eng.step, lv, step_tokens=eng.step_tokens, corrections=corr, max_running=cap
         )
-        near = min(spread, key=lambda k: abs(k - lo)) if spread else None
+        near = min(spread, key=lambda k: abs(k - lv.lowest)) if spread else None
         ratio = spread[near] if near is not None else math.nan
         rows.append(
             {
@@ -466,9 +459,9 @@ def backtest(
                 "observed_p50": round(lv.itl_ms, 3),
                 "predicted_p50": round(itl, 3),
                 "error_p50": itl / lv.itl_ms - 1,
-                "observed_p90": round(p90[lo], 3),
+                "observed_p90": round(lv.itl_p90_ms, 3),
                 "predicted_p90": round(itl * ratio, 3),
-                "error_p90": itl * ratio / p90[lo] - 1,
+                "error_p90": itl * ratio / lv.itl_p90_ms - 1,
             }
         )
     return {

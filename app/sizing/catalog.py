@@ -184,18 +184,25 @@ MODELS: dict[str, ModelSpec] = _build()
 _BY_HF_ID = {m.hf_id.lower(): m for m in MODELS.values()}
 
 
-def model_config(hf_id: str) -> dict[str, Any] | None:
-    """The config.json this package knows for a Hugging Face id (bundled, literal or aliased)."""
+def config_key(hf_id: str) -> str | None:
+    """The id whose config.json describes a Hugging Face id's layers (itself, the bundled
+    checkpoint a catalog model or an alias maps to, a literal), or None when none is known."""
     lowered = hf_id.strip().lower()
     for served, key in _ENTRIES.values():
         if served.lower() == lowered:
-            return _config(key)
+            return key
     if lowered in HF_ALIASES:
-        return _config(HF_ALIASES[lowered])
+        return HF_ALIASES[lowered]
     for key in _LITERAL:
         if key.lower() == lowered:
-            return _config(key)
-    return bundled_config(hf_id)
+            return key
+    return hf_id if bundled_config(hf_id) is not None else None
+
+
+def model_config(hf_id: str) -> dict[str, Any] | None:
+    """The config.json this package knows for a Hugging Face id (bundled, literal or aliased)."""
+    key = config_key(hf_id)
+    return None if key is None else _config(key)
 
 
 def model_for_hf_id(hf_id: str) -> ModelSpec | None:

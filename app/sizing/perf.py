@@ -338,6 +338,7 @@ class Observed:
     itl_ms: float  # median
     shapes: tuple[Shape, ...] = ()  # the level's request shapes (weights: requests), if known
     lowest: int = 0  # the level's lowest in-flight count (its bin's edge)
+    itl_p90_ms: float = math.nan
 
 
 # A level's shapes evaluated one by one: the most frequent, the rest left to them.

@@ -134,6 +134,22 @@ def test_load_views_are_the_three_views_from_one_sweep(db):
     assert empty.series.empty and empty.levels.empty and empty.split.empty
 
 
+def test_levels_and_shapes_are_the_levels_and_each_levels_request_cells(db):
+    cur = db.cursor()
+    levels, shapes = load.levels_and_shapes(cur, WINDOW_FILTER)
+    pd.testing.assert_frame_equal(levels, load.latency_by_inflight(cur, WINDOW_FILTER))
+    assert list(shapes.columns) == ["engine", "inflight_lo", "isl", "osl", "requests"]
+    # Every request with an ITL is in exactly one cell of its own level.
+    merged = shapes.groupby(["engine", "inflight_lo"])["requests"].sum()
+    with_itl = cur.execute(
+        "SELECT count(*) FROM requests WHERE itl_ms IS NOT NULL AND e2e_ms IS NOT NULL "
+        "AND started_at >= ? AND started_at < ?",
+        [WINDOW_FILTER.start, WINDOW_FILTER.end],
+    ).fetchone()[0]
+    assert merged.sum() == with_itl
+    assert (shapes["isl"] > 0).all() and (shapes["osl"] > 0).all()
+
+
 def test_empty_window(db):
     flt = Filter(start=BASE_TIME - timedelta(days=30), end=BASE_TIME - timedelta(days=29))
     assert load.inflight_series(db.cursor(), flt, "1h").empty
