@@ -92,6 +92,30 @@ class Settings(BaseSettings):
     seasonal_threshold: float = Field(
         0.10, ge=0, le=1, description="Seasonal engines are advised only when they save this share."
     )
+    slo_ttft_ms: float | None = Field(
+        None, gt=0, description="Fleet latency target: TTFT at slo_percentile, ms (unset: none)."
+    )
+    slo_itl_ms: float | None = Field(
+        None, gt=0, description="Fleet latency target: inter-token latency at the percentile, ms."
+    )
+    slo_e2e_ms: float | None = Field(
+        None, gt=0, description="Fleet latency target (optional): total time at the percentile."
+    )
+    slo_percentile: float = Field(
+        95, ge=50, le=99.99, description="The percentile latency targets hold at."
+    )
+    cost_per_gpu_hour: float | None = Field(
+        None, ge=0, description="Fleet default cost of one GPU-hour, for plans in money."
+    )
+    currency: str = Field(
+        "$", min_length=1, max_length=8, description="Currency symbol or code money is shown in."
+    )
+    api_price_input_per_mtok: float | None = Field(
+        None, ge=0, description="An API's price per million input tokens, for comparison."
+    )
+    api_price_output_per_mtok: float | None = Field(
+        None, ge=0, description="An API's price per million output tokens, for comparison."
+    )
     public_url: str = Field(
         "http://127.0.0.1:8050", description="The dashboard's address, for links in the email."
     )

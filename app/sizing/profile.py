@@ -107,7 +107,37 @@ class EngineProfile(BaseModel):
         None, ge=0, description="KV capacity from the engine's own startup log; beats estimates."
     )
     measured_source: str | None = Field(None, description="Where measured_kv_tokens came from.")
-    cost_per_gpu_hour: float | None = Field(None, ge=0)
+    replicas: int | None = Field(
+        None,
+        ge=1,
+        le=10_000,
+        description="Replicas running today (each of tensor_parallel × pipeline_parallel GPUs); "
+        "plans and savings count from it. Unset: what the peak hour needs.",
+    )
+    slo_ttft_ms: float | None = Field(
+        None, gt=0, le=3_600_000, description="Latency target: TTFT at slo_percentile, ms."
+    )
+    slo_itl_ms: float | None = Field(
+        None, gt=0, le=60_000, description="Latency target: inter-token latency at the percentile."
+    )
+    slo_e2e_ms: float | None = Field(
+        None, gt=0, le=86_400_000, description="Latency target (optional): total time, ms."
+    )
+    slo_percentile: float | None = Field(
+        None,
+        ge=50,
+        le=99.99,
+        description="The percentile the targets hold at (e.g. 95); the fleet default if unset.",
+    )
+    cost_per_gpu_hour: float | None = Field(
+        None, ge=0, le=10_000, description="What one GPU-hour costs; the fleet default if unset."
+    )
+    api_price_input_per_mtok: float | None = Field(
+        None, ge=0, description="An API's price per million input tokens, for comparison."
+    )
+    api_price_output_per_mtok: float | None = Field(
+        None, ge=0, description="An API's price per million output tokens, for comparison."
+    )
     report_to: str | None = Field(
         None, max_length=2000, description="Extra recipients of the weekly email (comma list)."
     )
