@@ -5,7 +5,8 @@ from, so all four show the same numbers."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import math
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, cast
 
@@ -14,11 +15,15 @@ from pydantic import ValidationError
 from app.analytics.drift import WEEK, beyond, engine_weeks
 from app.analytics.engine_load import engine_load, rejected
 from app.analytics.filters import Filter
+from app.analytics.mix import shape_mix
 from app.analytics.seasonal import HourlyLoad, hourly_load, local_hour_seconds
+from app.services.perfmodel import PerfModelError
+from app.services.plans import LatencyPlan, calibrated_engine, latency_plan, settings_for_slo
 from app.services.profiles import load_profile, problem, stored_profiles
 from app.sizing.catalog import GIB
 from app.sizing.commands import commands
 from app.sizing.drift import Finding, findings
+from app.sizing.perf import Shape
 from app.sizing.profile import EngineProfile
 from app.sizing.recommend import (
     DEFAULT_COVERAGE,
@@ -28,17 +33,27 @@ from app.sizing.recommend import (
     Traffic,
     memory_for,
 )
-from app.sizing.rightsize import Recommendation, proposed_bounds, rightsize
+from app.sizing.rightsize import (
+    Recommendation,
+    Replicas,
+    proposed_bounds,
+    replicas_verdict,
+    rightsize,
+)
 from app.sizing.seasonal import (
     DEFAULT_THRESHOLD,
     DayTypes,
     HourDemand,
     Seasonal,
+    binding_words,
     by_day_type,
     demand_from,
+    fixed_config,
+    peak_need,
     plans,
     window_label,
 )
+from app.sizing.slo import Fleet, Slo, cost_for, slo_for
 from app.storage.database import Database
 
 DEFAULT_WINDOW = timedelta(days=7)
@@ -54,8 +69,12 @@ def recommend(
     coverage: float = DEFAULT_COVERAGE,
     granularity: int = DEFAULT_GRANULARITY,
     profile: EngineProfile | None = None,
+    tz: str = "UTC",
+    fleet: Fleet = Fleet(),
+    headroom: float = DEFAULT_HEADROOM,
 ) -> Recommendation:
-    """The recommendation for an engine over [start, end)."""
+    """The recommendation for an engine over [start, end): bounds from the traffic, batch and
+    step from the SLO (when it has an ITL target), and the replicas before and after."""
     profile = profile or load_profile(db, engine)
     cur = db.cursor()
     flt = Filter(start=start, end=end, engines=(engine,))
@@ -72,12 +91,31 @@ def recommend(
             granularity=granularity,
         )
     rec, notes = proposed_bounds(profile, traffic, granularity)
+    slo = slo_for(profile, fleet)
+    calibration = None
+    if slo is not None and memory_for(profile, profile.max_num_tokens).fits:
+        try:
+            calibration = calibrated_engine(db, profile, flt)
+        except PerfModelError as exc:
+            notes.append(f"the performance model cannot size this engine: {exc}")
+    if calibration is not None and slo is not None:
+        mix = shape_mix(cur, flt)
+        shapes = [Shape(i, o, float(n)) for i, o, n in mix.cells]
+        chosen = settings_for_slo(*calibration, shapes, slo)
+        if chosen.max_batch_size is not None:
+            # From the SLO, not from the observed peak alone (the peak says how many are in
+            # flight today, the SLO how many one replica may run at once).
+            notes = [n for n in notes if not n.startswith("max_batch_size covers")]
+            rec = replace(
+                rec, max_batch_size=chosen.max_batch_size, max_num_tokens=chosen.max_num_tokens
+            )
+            notes += list(chosen.notes)
     counts = rejected(
         cur,
         flt,
         [(profile.max_input_len, profile.max_seq_len), (rec.max_input_len, rec.max_seq_len)],
     )
-    return rightsize(
+    r = rightsize(
         engine,
         profile,
         traffic,
@@ -86,6 +124,89 @@ def recommend(
         coverage=coverage,
         granularity=granularity,
         notes=notes,
+    )
+    if r.status != "ok" or r.memory_now is None or r.memory_after is None:
+        return r
+    replicas = _replicas(db, profile, r, flt, tz, fleet, slo, headroom, calibration)
+    if replicas is None:
+        return r
+    verdict = f"{replicas_verdict(replicas, r.recommended)} {r.verdict}"
+    return replace(r, replicas=replicas, verdict=verdict)
+
+
+def _replicas(
+    db: Database,
+    profile: EngineProfile,
+    r: Recommendation,
+    flt: Filter,
+    tz: str,
+    fleet: Fleet,
+    slo: Slo | None,
+    headroom: float,
+    calibration: tuple | None,
+) -> Replicas | None:
+    """The busiest hour's replicas with today's bounds and the recommended ones."""
+    assert r.memory_now is not None and r.memory_after is not None and r.recommended
+    granularity = DEFAULT_GRANULARITY
+    context = profile.spec().max_position_embeddings
+    load = hourly_load(db.cursor(), replace(flt, tz=tz), tz, granularity, context)
+    if not load["count"].sum() or flt.start is None or flt.end is None:
+        return None
+    d = demand_from(
+        load["cells"],
+        local_hour_seconds(flt.start, flt.end, tz),
+        load["footprint_sum"],
+        load["count"],
+        load["hist"],
+        granularity,
+    )
+    lat = latency_plan(
+        db, profile, slo, flt, tz, list(d.peak_rate), headroom=headroom, calibration=calibration
+    )
+    cur, rec = r.current, r.recommended
+    today = fixed_config(
+        cur.max_input_len,
+        cur.max_seq_len or context,
+        r.memory_now.kv_capacity_tokens,
+        cur.max_batch_size,
+    )
+    after = fixed_config(
+        rec.max_input_len,
+        rec.max_seq_len or context,
+        r.memory_after.kv_capacity_tokens,
+        rec.max_batch_size,
+    )
+    rps = profile.measured_rps_per_replica
+    n_today, why_today = peak_need(
+        d, today, r.memory_now.kv_capacity_tokens, headroom, rps, lat.replicas
+    )
+    n_after, why_after = peak_need(
+        d, after, r.memory_after.kv_capacity_tokens, headroom, rps, lat.replicas
+    )
+    infeasible = lat.infeasible
+    note = None
+    if infeasible:
+        need = lat.needs[infeasible[0]]
+        note = need.reason if need is not None else None
+    words = {
+        "memory": "the KV cache",
+        "latency": "the latency targets",
+        "throughput": "the measured requests/s per replica",
+        "minimum": "the minimum of one replica",
+    }
+    return Replicas(
+        running=profile.replicas,
+        today=n_today,
+        after=n_after,
+        why_today=words.get(why_today, why_today),
+        why_after=words.get(why_after, why_after),
+        latency=max(lat.replicas),
+        slo=slo.words() if slo else None,
+        feasible=not infeasible,
+        gpus_per_replica=profile.gpus,
+        cost_per_gpu_hour=cost_for(profile, fleet),
+        currency=fleet.currency,
+        note=note or lat.error,
     )
 
 
@@ -162,6 +283,11 @@ class SeasonalReport:
     verdict: str
     quantiles: dict[int, dict[str, list[float]]] = field(default_factory=dict)
     day_types: DayTypes | None = None
+    slo: Slo | None = None
+    latency: LatencyPlan | None = None
+    currency: str = "$"
+    cost_per_gpu_hour: float | None = None
+    gpus_per_replica: int = 1
 
 
 def seasonal(
@@ -176,16 +302,23 @@ def seasonal(
     headroom: float = DEFAULT_HEADROOM,
     threshold: float = DEFAULT_THRESHOLD,
     day_types: bool = False,
+    fleet: Fleet = Fleet(),
 ) -> SeasonalReport:
     """Plans (a) static, (b) hourly, (c) the best day/night split for the last whole weeks;
-    with `day_types`, also separate weekday and weekend plans."""
+    with `day_types`, also separate weekday and weekend plans. Each hour's replicas are the
+    larger of what its memory and its latency targets (the SLO) need."""
     profile = load_profile(db, engine)
+    slo = slo_for(profile, fleet)
+    cost = cost_for(profile, fleet)
     end = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
     start = end - timedelta(weeks=weeks)
     seconds = local_hour_seconds(start, end, tz)
 
+    def flt_for(weekdays: tuple[int, ...]) -> Filter:
+        return Filter(start=start, end=end, engines=(engine,), weekdays=weekdays, tz=tz)
+
     def demand_for(weekdays: tuple[int, ...]) -> tuple[HourlyLoad, HourDemand | None]:
-        flt = Filter(start=start, end=end, engines=(engine,), weekdays=weekdays, tz=tz)
+        flt = flt_for(weekdays)
         load = hourly_load(
             db.cursor(), flt, tz, granularity, profile.spec().max_position_embeddings
         )
@@ -213,8 +346,27 @@ def seasonal(
         verdict = f"{engine}'s profile does not fit its GPUs; fix it on the Rightsizing page."
         return SeasonalReport(engine, start, end, tz, weeks, requests, demand, None, [], verdict)
 
-    def plans_for(d: HourDemand, days: int) -> Seasonal | str:
-        return plans(
+    calibration = None
+    if slo is not None:
+        try:
+            calibration = calibrated_engine(db, profile, flt_for(()))
+        except PerfModelError:
+            calibration = None  # latency_plan says why
+
+    def plans_for(
+        d: HourDemand, days: int, weekdays: tuple[int, ...]
+    ) -> tuple[Seasonal | str, LatencyPlan]:
+        lat = latency_plan(
+            db,
+            profile,
+            slo,
+            flt_for(weekdays),
+            tz,
+            list(d.peak_rate),
+            headroom=headroom,
+            calibration=calibration,
+        )
+        result = plans(
             d,
             kv_capacity=memory.kv_capacity_tokens,
             gpus=profile.gpus,
@@ -222,13 +374,17 @@ def seasonal(
             max_context=profile.spec().max_position_embeddings,
             headroom=headroom,
             rps_per_replica=profile.measured_rps_per_replica,
-            cost_per_gpu_hour=profile.cost_per_gpu_hour,
+            cost_per_gpu_hour=cost,
             threshold=threshold,
             days=days,
             max_batch_size=profile.max_batch_size,
+            latency_need=lat.replicas,
+            replicas_now=profile.replicas,
+            currency=fleet.currency,
         )
+        return result, lat
 
-    result = plans_for(demand, 7)
+    result, latency = plans_for(demand, 7, ())
     if isinstance(result, str):
         verdict = f"No seasonal plan for {engine}: {result}."
         return SeasonalReport(engine, start, end, tz, weeks, requests, demand, None, [], verdict)
@@ -237,7 +393,7 @@ def seasonal(
         parts = []
         for weekdays, days in ((WEEKDAYS, 5), (WEEKEND, 2)):
             part = demand_for(weekdays)[1]
-            parts.append(plans_for(part, days) if part is not None else None)
+            parts.append(plans_for(part, days, weekdays)[0] if part is not None else None)
         if all(isinstance(part, Seasonal) for part in parts):
             # all(isinstance(...)) does not narrow the items: both are Seasonal here.
             split_days = by_day_type(result, cast(Seasonal, parts[0]), cast(Seasonal, parts[1]))
@@ -263,6 +419,11 @@ def seasonal(
         result.verdict,
         load["quantiles"],
         split_days,
+        slo,
+        latency,
+        fleet.currency,
+        cost,
+        profile.gpus,
     )
 
 
@@ -275,8 +436,12 @@ def seasonal_dict(r: SeasonalReport) -> dict[str, Any]:
         return {
             "name": p.name,
             "gpu_hours_week": p.gpu_hours_week,
-            "cost_week": p.cost_week,
+            "gpu_hours_month": round(p.gpu_hours_month, 1),
+            "cost_week": None if p.cost_week is None else round(p.cost_week, 2),
+            "cost_month": None if p.cost_month is None else round(p.cost_month, 2),
             "replicas_per_hour": p.replicas,
+            "binding_per_hour": p.binding,
+            "binding": binding_words(p),
             "windows": [
                 {
                     "hours": window_label(c.hours),
@@ -289,8 +454,36 @@ def seasonal_dict(r: SeasonalReport) -> dict[str, Any]:
         }
 
     d = r.demand
+    lat = r.latency
+
+    def need(h: int) -> dict[str, Any] | None:
+        n = lat.needs[h] if lat is not None else None
+        if n is None:
+            return None
+        return {
+            "replicas": n.replicas,
+            "feasible": n.feasible,
+            "binding": n.binding or None,
+            "ttft_ms": _finite(n.tail.ttft_ms),
+            "itl_ms": _finite(n.tail.itl_ms),
+            "e2e_ms": _finite(n.tail.e2e_ms),
+            "reason": n.reason,
+        }
+
     return {
         "engine": r.engine,
+        "slo": None if r.slo is None else r.slo.as_dict(),
+        "currency": r.currency,
+        "cost_per_gpu_hour": r.cost_per_gpu_hour,
+        "gpus_per_replica": r.gpus_per_replica,
+        "latency_model": None
+        if lat is None
+        else {
+            "error": lat.error,
+            "notes": lat.notes,
+            "corrections": {"prefill": lat.corrections.prefill, "decode": lat.corrections.decode},
+            "infeasible_hours": lat.infeasible,
+        },
         "window": {"start": r.start.isoformat(), "end": r.end.isoformat(), "weeks": r.weeks},
         "tz": r.tz,
         "requests": r.requests,
@@ -304,6 +497,7 @@ def seasonal_dict(r: SeasonalReport) -> dict[str, Any]:
                 "peak_rate": round(float(d.peak_rate[h]), 6),
                 "in_flight_peak": round(float(d.in_flight[h]), 3),
                 "kv_tokens_peak": round(float(d.kv_tokens[h]), 1),
+                "slo_need": need(h),
                 **{
                     f"{m}_{name}": (r.quantiles.get(h, {}).get(m) or [None] * 3)[k]  # type: ignore[list-item]  # mypy: [None] * 3 as list[float]
                     for m in ("isl", "osl")
@@ -315,6 +509,7 @@ def seasonal_dict(r: SeasonalReport) -> dict[str, Any]:
         "plans": None
         if r.result is None
         else {
+            "now": plan(r.result.now),
             "static": plan(r.result.static),
             "hourly": plan(r.result.hourly),
             "seasonal": plan(r.result.split),
@@ -324,10 +519,12 @@ def seasonal_dict(r: SeasonalReport) -> dict[str, Any]:
         },
         "commands": r.commands,
         "assumptions": (
-            "replicas hold each hour's peak requests in flight (peak arrival rate x mean E2E) "
-            "and KV demand with the headroom; a replica admits kv_capacity // max_seq_len "
-            "requests, at most max_batch_size; decode throughput per replica is assumed not to "
-            "bind unless the profile has measured_rps_per_replica"
+            "each hour's replicas are the larger of the memory need (the peak requests in "
+            "flight, peak arrival rate x mean E2E, and KV demand with the headroom; a replica "
+            "admits kv_capacity // max_seq_len requests, at most max_batch_size) and the latency "
+            "need (the fewest replicas whose predicted TTFT and ITL at the SLO's percentile, at "
+            "the hour's peak rate + headroom and its ISL x OSL mix, meet the targets: the "
+            "performance model calibrated to the engine's own latencies, docs/sizing.md)"
         ),
         "day_types": None
         if r.day_types is None
@@ -339,6 +536,10 @@ def seasonal_dict(r: SeasonalReport) -> dict[str, Any]:
             "verdict": r.day_types.verdict,
         },
     }
+
+
+def _finite(x: float) -> float | None:
+    return round(x, 2) if math.isfinite(x) else None
 
 
 def engine_drift(db: Database, engine: str, stored: dict[str, Any], end: datetime) -> list[Finding]:

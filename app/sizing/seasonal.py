@@ -6,9 +6,11 @@ Model (docs/sizing.md "Seasonal engines"):
   requests in flight at that peak (peak rate × mean E2E, Little's law).
 - A configuration (one set of bounds) admits `slots = kv_capacity // max_seq_len` requests per
   replica without preemption (every request may grow to max_seq_len), at most its batch size.
-- Replicas for hour h: enough slots and enough KV for the peak with headroom (default 20%);
-  when the profile has a measured per-replica throughput, enough replicas for the peak rate.
-  Decode throughput per replica is assumed not to bind otherwise.
+- Replicas for hour h: the larger of the memory need (enough slots and enough KV for the peak
+  with headroom, default 20%) and the latency need (the fewest replicas whose predicted TTFT
+  and ITL at the hour's peak rate and ISL × OSL mix meet the engine's SLO: app/sizing/slo_plan.py,
+  computed by the service floor and passed in as `latency_need`); when the profile has a
+  measured per-replica throughput, enough replicas for the peak rate too.
 - Plans: (a) one configuration, replicas for the peak hour all day; (b) the same configuration,
   replicas per hour; (c) two windows [a, b) and the rest, each with its own bounds (from the
   window's traffic) and replicas per hour — every split of the 24 hours into two windows of at
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from app.sizing.recommend import DEFAULT_HEADROOM, round_up
+from app.sizing.slo import money
 
 DEFAULT_THRESHOLD = 0.10
 # A window shorter than this is not worth an engine swap (a restart takes minutes, and a few
@@ -55,6 +58,10 @@ class WindowConfig:
     slots: int
 
 
+# Weeks in an average month (365.25 / 12 / 7), for money per month.
+WEEKS_PER_MONTH = 365.25 / 12 / 7
+
+
 @dataclass(frozen=True)
 class Plan:
     """Replicas per hour and GPU-hours per week of one plan."""
@@ -64,6 +71,18 @@ class Plan:
     gpu_hours_week: float
     configs: list[WindowConfig] = field(default_factory=list)
     cost_week: float | None = None
+    # Per hour, what set its replica count: "memory", "latency", "throughput" or "minimum".
+    binding: list[str] = field(default_factory=list)
+
+    @property
+    def cost_month(self) -> float | None:
+        """The plan's cost over an average month."""
+        return None if self.cost_week is None else self.cost_week * WEEKS_PER_MONTH
+
+    @property
+    def gpu_hours_month(self) -> float:
+        """GPU-hours over an average month."""
+        return self.gpu_hours_week * WEEKS_PER_MONTH
 
 
 @dataclass(frozen=True)
@@ -77,6 +96,7 @@ class Seasonal:
     savings_vs_hourly: float
     verdict: str
     threshold: float
+    now: Plan | None = None  # the replicas running today, all day (when the profile says)
 
 
 def demand_from(
@@ -152,17 +172,62 @@ def replicas_for(
     kv_capacity: int,
     headroom: float,
     rps_per_replica: float | None,
+    latency: int = 0,
 ) -> int:
     """Replicas that hold hour h's peak with headroom (at least one: the engine stays up)."""
+    return need_for(d, h, config, kv_capacity, headroom, rps_per_replica, latency)[0]
+
+
+def need_for(
+    d: HourDemand,
+    h: int,
+    config: WindowConfig,
+    kv_capacity: int,
+    headroom: float,
+    rps_per_replica: float | None,
+    latency: int = 0,
+) -> tuple[int, str]:
+    """Hour h's replicas and what set them: memory, latency, throughput, or the minimum of 1."""
     if config.slots <= 0:
-        return 0  # one replica cannot hold one full request: no plan with this config
-    need = [
+        return 0, "memory"  # one replica cannot hold one full request: no plan with this config
+    memory = max(
         math.ceil(d.in_flight[h] * (1 + headroom) / config.slots),
         math.ceil(d.kv_tokens[h] * (1 + headroom) / kv_capacity) if kv_capacity else 0,
-    ]
+    )
+    needs = [(memory, "memory"), (latency, "latency")]
     if rps_per_replica:
-        need.append(math.ceil(d.peak_rate[h] / rps_per_replica))
-    return max(1, *need)
+        needs.append((math.ceil(d.peak_rate[h] / rps_per_replica), "throughput"))
+    n, why = max(needs, key=lambda x: x[0])
+    return (n, why) if n >= 1 else (1, "minimum")
+
+
+def peak_need(
+    d: HourDemand,
+    config: WindowConfig,
+    kv_capacity: int,
+    headroom: float,
+    rps_per_replica: float | None,
+    latency: list[int],
+) -> tuple[int, str]:
+    """The replicas one configuration needs all day (its busiest hour) and what sets them."""
+    needs = [
+        need_for(d, h, config, kv_capacity, headroom, rps_per_replica, latency[h])
+        for h in range(24)
+    ]
+    return max(needs, key=lambda x: x[0])
+
+
+def fixed_config(
+    max_input_len: int | None,
+    max_seq_len: int,
+    kv_capacity: int,
+    max_batch_size: int | None,
+) -> WindowConfig:
+    """A configuration with given bounds (today's build) for every hour."""
+    slots = max(kv_capacity // max(max_seq_len, 1), 0)
+    if max_batch_size:
+        slots = min(slots, max_batch_size)
+    return WindowConfig(tuple(range(24)), max_input_len or max_seq_len - 1, max_seq_len, slots)
 
 
 def plans(
@@ -178,11 +243,17 @@ def plans(
     threshold: float = DEFAULT_THRESHOLD,
     days: int = 7,
     max_batch_size: int | None = None,
+    latency_need: list[int] | None = None,
+    replicas_now: int | None = None,
+    currency: str = "$",
 ) -> Seasonal | str:
     """Plans (a) static, (b) hourly replicas, (c) the best two-window split, and a verdict.
 
     `days`: how many days a week this demand stands for (5 for weekdays, 2 for weekends).
+    `latency_need`: per hour, the replicas the SLO needs (none: memory alone decides).
+    `replicas_now`: the replicas running today, for the plan "now" and what a plan saves.
     Returns a sentence instead when no plan can be made (why, and what to do)."""
+    latency = latency_need or [0] * 24
     if 2 * d.granularity > max_context:
         return f"granularity {d.granularity:,} is too coarse for a {max_context:,}-token context"
     if not d.in_flight.any() and not d.kv_tokens.any():
@@ -202,16 +273,20 @@ def plans(
             "GPUs per replica, FP8 or shorter bounds"
         )
 
-    def plan(name: str, per_hour: list[int], configs: list[WindowConfig]) -> Plan:
+    def plan(name: str, per_hour: list[int], configs: list[WindowConfig], why: list[str]) -> Plan:
         hours = sum(per_hour) * gpus * days
         cost = hours * cost_per_gpu_hour if cost_per_gpu_hour is not None else None
-        return Plan(name, per_hour, float(hours), configs, cost)
+        return Plan(name, per_hour, float(hours), configs, cost, why)
 
-    hourly_replicas = [
-        replicas_for(d, h, everything, kv_capacity, headroom, rps_per_replica) for h in range(24)
+    needs = [
+        need_for(d, h, everything, kv_capacity, headroom, rps_per_replica, latency[h])
+        for h in range(24)
     ]
-    static = plan("static", [max(hourly_replicas)] * 24, [everything])
-    hourly = plan("hourly", hourly_replicas, [everything])
+    hourly_replicas = [n for n, _ in needs]
+    peak_why = max(needs, key=lambda x: x[0])[1]
+    static = plan("static", [max(hourly_replicas)] * 24, [everything], [peak_why] * 24)
+    hourly = plan("hourly", hourly_replicas, [everything], [w for _, w in needs])
+    now = plan("now", [replicas_now] * 24, [everything], ["today"] * 24) if replicas_now else None
     best: Plan | None = None
     best_key: tuple[float, float] = (math.inf, 0.0)
     for a in range(24):
@@ -221,15 +296,22 @@ def plans(
             inside = tuple(range(a, b))
             outside = tuple(h for h in range(24) if not a <= h < b)
             one, two = config(inside), config(outside)
-            per_hour = [
-                replicas_for(
-                    d, h, one if a <= h < b else two, kv_capacity, headroom, rps_per_replica
+            split_needs = [
+                need_for(
+                    d,
+                    h,
+                    one if a <= h < b else two,
+                    kv_capacity,
+                    headroom,
+                    rps_per_replica,
+                    latency[h],
                 )
                 for h in range(24)
             ]
+            per_hour = [n for n, _ in split_needs]
             if min(per_hour) == 0:
                 continue
-            candidate = plan("seasonal", per_hour, [one, two])
+            candidate = plan("seasonal", per_hour, [one, two], [w for _, w in split_needs])
             # Fewest GPU-hours; among equals, the split whose windows differ most in shape.
             key = (candidate.gpu_hours_week, -_contrast(one, two))
             if best is None or key < best_key:
@@ -242,8 +324,9 @@ def plans(
         best,
         vs_static,
         vs_hourly,
-        _verdict(hourly, best, vs_hourly, threshold),
+        _verdict(hourly, best, vs_hourly, threshold, currency),
         threshold,
+        now,
     )
 
 
@@ -264,19 +347,51 @@ def window_label(hours: tuple[int, ...]) -> str:
     return f"{start:02d}:00–{(end + 1) % 24:02d}:00"
 
 
-def _verdict(hourly: Plan, best: Plan | None, saving: float, threshold: float) -> str:
+def binding_words(plan: Plan) -> str:
+    """What sets a plan's replicas, in a few words ('latency at 09:00–18:00, the minimum of 1
+    replica at night')."""
+    if not plan.binding:
+        return ""
+    parts: dict[str, list[int]] = {}
+    for h, why in enumerate(plan.binding):
+        parts.setdefault(why, []).append(h)
+    words = {
+        "memory": "the KV cache (requests in flight)",
+        "latency": "the latency targets",
+        "throughput": "the measured requests/s per replica",
+        "minimum": "the minimum of one replica",
+    }
+    out = []
+    for why, hours in sorted(parts.items(), key=lambda kv: -len(kv[1])):
+        if why in words:
+            out.append(f"{words[why]} for {len(hours)} h")
+    return "replicas set by " + ", ".join(out) if out else ""
+
+
+def _verdict(
+    hourly: Plan, best: Plan | None, saving: float, threshold: float, currency: str = "$"
+) -> str:
     if best is None or saving < threshold:
+        reason = ""
+        if best is not None and max(hourly.replicas) <= 1:
+            reason = (
+                " The busiest hour needs one replica, and an engine keeps at least one up: "
+                "there is nothing to scale."
+            )
         return (
             f"Run one engine: seasonal profiles would save {max(saving, 0):.0%} of GPU-hours "
-            f"against hourly scaling (threshold {threshold:.0%})."
+            f"against hourly scaling (threshold {threshold:.0%}).{reason}"
         )
     one, two = best.configs
     long_, short = (one, two) if one.max_seq_len >= two.max_seq_len else (two, one)
+    saved = ""
+    if best.cost_month is not None and hourly.cost_month is not None:
+        saved = f", {money(hourly.cost_month - best.cost_month, currency)} a month"
     return (
         f"Run two engines: {window_label(short.hours)} with max_seq_len "
         f"{short.max_seq_len:,}, and {window_label(long_.hours)} with max_seq_len "
         f"{long_.max_seq_len:,}: saves {saving:.0%} GPU-hours per week against hourly scaling "
-        f"({hourly.gpu_hours_week:,.0f} → {best.gpu_hours_week:,.0f})."
+        f"({hourly.gpu_hours_week:,.0f} → {best.gpu_hours_week:,.0f}{saved})."
     )
 
 

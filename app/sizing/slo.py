@@ -109,3 +109,11 @@ def api_prices(
         own_in if own_in is not None else fleet.api_price_input_per_mtok,
         own_out if own_out is not None else fleet.api_price_output_per_mtok,
     )
+
+
+def money(value: float | None, currency: str = "$") -> str:
+    """'$4,210' (a symbol before the figure) or '4,210 EUR' (a code after it); '' for None."""
+    if value is None:
+        return ""
+    figure = f"{value:,.0f}"
+    return f"{currency}{figure}" if len(currency) == 1 else f"{figure} {currency}"

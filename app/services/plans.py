@@ -1,0 +1,154 @@
+"""Replicas under an SLO: the performance model, calibrated to the engine, applied per local hour.
+
+The seasonal plans, the rightsizing verdict and the money all take their latency need from
+here, so every page says the same number of replicas."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from app.analytics.filters import Filter
+from app.analytics.hour_mix import hour_mixes
+from app.services.perfmodel import PerfModelError
+from app.services.performance import Engine, observed_levels, prepare, within_bounds
+from app.sizing.perf import Corrections, Shape, fit_corrections
+from app.sizing.profile import EngineProfile
+from app.sizing.recommend import DEFAULT_HEADROOM
+from app.sizing.slo import Slo
+from app.sizing.slo_plan import LatencyNeed, best_batch, best_step_tokens, replicas_for_slo
+from app.storage.database import Database
+
+
+@dataclass
+class LatencyPlan:
+    """Per local hour, the replicas the SLO needs at its peak rate, and how it was reached."""
+
+    replicas: list[int]  # 24 values; 0 where the hour has no traffic or no SLO applies
+    needs: list[LatencyNeed | None]
+    corrections: Corrections = Corrections()
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None  # the model could not be used (why); memory alone decides
+
+    @property
+    def infeasible(self) -> list[int]:
+        """Hours whose SLO no number of replicas meets."""
+        return [h for h, n in enumerate(self.needs) if n is not None and not n.feasible]
+
+
+def calibrated_engine(
+    db: Database, profile: EngineProfile, flt: Filter
+) -> tuple[Engine, Corrections]:
+    """The engine's step model and the corrections fitted to its own latencies in `flt`."""
+    eng = prepare(profile)
+    levels = observed_levels(db, flt)
+    shapes = [s for lv in levels for s in lv.shapes] or [Shape(512, 256)]
+    corr = fit_corrections(
+        eng.step, levels, step_tokens=eng.step_tokens, max_running=eng.max_concurrency(shapes)
+    )
+    return eng, corr
+
+
+def latency_plan(
+    db: Database,
+    profile: EngineProfile,
+    slo: Slo | None,
+    flt: Filter,
+    tz: str,
+    peak_rate: list[float],
+    *,
+    headroom: float = DEFAULT_HEADROOM,
+    calibration: tuple[Engine, Corrections] | None = None,
+) -> LatencyPlan:
+    """The latency need of each local hour: its peak arrival rate (+ headroom) with that hour's
+    ISL × OSL mix, through the calibrated model, against the SLO."""
+    empty: list[LatencyNeed | None] = [None] * 24
+    if slo is None:
+        return LatencyPlan([0] * 24, empty, notes=["no SLO: replicas from memory alone"])
+    try:
+        eng, corr = calibration or calibrated_engine(db, profile, flt)
+    except PerfModelError as exc:
+        return LatencyPlan(
+            [0] * 24,
+            empty,
+            error=f"the performance model cannot size this engine ({exc}); replicas from "
+            "memory alone, which may not meet the SLO",
+        )
+    mixes = hour_mixes(db.cursor(), flt, tz)
+    needs: list[LatencyNeed | None] = list(empty)
+    replicas = [0] * 24
+    cache: dict[tuple, LatencyNeed] = {}
+    for h in range(24):
+        cells = mixes.get(h)
+        rate = float(peak_rate[h]) * (1 + headroom)
+        if not cells or rate <= 0:
+            continue
+        shapes = [Shape(i, o, n) for i, o, n in cells]
+        try:
+            kept, _ = within_bounds(eng, shapes)
+        except PerfModelError:
+            continue
+        # Hours with the same mix (to 2%) and rate (to 1%) share one answer.
+        total = sum(s.weight for s in kept)
+        key = (
+            tuple((s.isl, s.osl, round(50 * s.weight / total)) for s in kept),
+            round(math.log(rate) * 100),
+        )
+        if key not in cache:
+            cache[key] = replicas_for_slo(
+                eng.step,
+                kept,
+                rate,
+                slo,
+                max_concurrency=eng.max_concurrency(kept),
+                step_tokens=eng.step_tokens,
+                corrections=corr,
+            )
+        needs[h] = cache[key]
+        replicas[h] = cache[key].replicas
+    notes = list(eng.notes)
+    return LatencyPlan(replicas, needs, corr, notes)
+
+
+@dataclass(frozen=True)
+class SloSettings:
+    """max_batch_size and max_num_tokens chosen from the SLO, with the reasons."""
+
+    max_batch_size: int | None
+    max_num_tokens: int | None
+    notes: tuple[str, ...] = ()
+
+
+def settings_for_slo(
+    eng: Engine, corr: Corrections, shapes: list[Shape], slo: Slo | None
+) -> SloSettings:
+    """The largest batch whose ITL at the SLO's percentile stays within target (at most what
+    the KV cache holds), and the largest prefill step whose one chunk stays within it."""
+    if slo is None or slo.itl_ms is None or not shapes:
+        return SloSettings(None, None)
+    try:
+        kept, _ = within_bounds(eng, shapes)
+    except PerfModelError:
+        return SloSettings(None, None)
+    cap = eng.max_concurrency(kept)
+    batch = best_batch(
+        eng.step, kept, slo.itl_ms, slo.quantile, max_concurrency=cap, corrections=corr
+    )
+    step = best_step_tokens(eng.step, slo.itl_ms, corrections=corr)
+    notes = []
+    if batch == 0:
+        notes.append(
+            f"even one request alone is predicted above the ITL target of {slo.itl_ms:g} ms: "
+            "no batch size meets it"
+        )
+        batch = 1
+    else:
+        notes.append(
+            f"max_batch_size {batch:,}: the largest batch whose ITL p{slo.percentile:g} the "
+            f"model keeps within {slo.itl_ms:g} ms for this mix (the KV cache holds {cap:,})"
+        )
+    notes.append(
+        f"max_num_tokens {step:,}: the largest prefill step whose one chunk takes no longer "
+        f"than the ITL target ({slo.itl_ms:g} ms), so no token waits longer behind a prompt"
+    )
+    return SloSettings(batch, step, tuple(notes))
