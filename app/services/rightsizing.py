@@ -44,6 +44,7 @@ from app.sizing.seasonal import (
     DEFAULT_THRESHOLD,
     DayTypes,
     HourDemand,
+    Plan,
     Seasonal,
     binding_words,
     by_day_type,
@@ -388,6 +389,33 @@ def seasonal(
     if isinstance(result, str):
         verdict = f"No seasonal plan for {engine}: {result}."
         return SeasonalReport(engine, start, end, tz, weeks, requests, demand, None, [], verdict)
+    if result.now is None:
+        # Without the replicas running today, "now" is what today's bounds need at the peak.
+        context = profile.spec().max_position_embeddings
+        config = fixed_config(
+            profile.max_input_len,
+            profile.max_seq_len or context,
+            memory.kv_capacity_tokens,
+            profile.max_batch_size,
+        )
+        n, why = peak_need(
+            demand,
+            config,
+            memory.kv_capacity_tokens,
+            headroom,
+            profile.measured_rps_per_replica,
+            latency.replicas,
+        )
+        hours = float(n * 24 * 7 * profile.gpus)
+        today = Plan(
+            "today",
+            [n] * 24,
+            hours,
+            [config],
+            hours * cost if cost is not None else None,
+            [why] * 24,
+        )
+        result = replace(result, now=today)
     split_days = None
     if day_types:
         parts = []
