@@ -11,9 +11,10 @@ from pydantic import BaseModel, Field
 
 from app.api.params import utc
 from app.auth.bearer import require_scope
-from app.server.deps import ClockDep, DbDep, SettingsDep
+from app.server.deps import ClockDep, DbDep, FleetDep, SettingsDep
 from app.server.errors import ErrorResponse
 from app.services import profiles
+from app.services.economics import engine_money, fleet_money, money_dict
 from app.services.profiles import NoProfile, load_profile
 from app.services.rightsizing import (
     DEFAULT_WINDOW,
@@ -118,6 +119,8 @@ def get_recommendation(
     name: str,
     db: DbDep,
     clock: ClockDep,
+    settings: SettingsDep,
+    fleet: FleetDep,
     start: Annotated[
         datetime | None, Query(description="Window start (default: 7 days ago).")
     ] = None,
@@ -129,7 +132,8 @@ def get_recommendation(
         int, Query(ge=1, le=65536, description="Round bounds up to this.")
     ] = 256,
 ) -> dict[str, Any]:
-    """Observed vs current vs recommended bounds, memory, concurrency, commands and what-ifs."""
+    """Observed vs current vs recommended bounds, memory, concurrency, replicas under the SLO,
+    commands and what-ifs."""
     end = utc(end) or clock()
     start = utc(start) or end - DEFAULT_WINDOW
     if start >= end:
@@ -144,6 +148,8 @@ def get_recommendation(
             coverage=coverage,
             granularity=granularity,
             profile=profile,
+            tz=settings.tz,
+            fleet=fleet,
         )
     except ValueError as exc:  # e.g. a granularity too coarse for the model's context
         raise HTTPException(422, detail=f"invalid parameters: {exc}") from None
@@ -160,6 +166,7 @@ def get_seasonal(
     db: DbDep,
     clock: ClockDep,
     settings: SettingsDep,
+    fleet: FleetDep,
     weeks: Annotated[int, Query(ge=1, le=12, description="Whole weeks up to the last hour.")] = 4,
     headroom: Annotated[float, Query(ge=0, le=2, description="Spare capacity per hour.")] = 0.2,
     coverage: Annotated[
@@ -171,15 +178,45 @@ def get_seasonal(
 ) -> dict[str, Any]:
     """Hourly demand in TOKENSHAPE_TZ, plans (a) static (b) hourly (c) best split, the verdict."""
     _profile_or_404(db, name)
+    now = clock()
     report = seasonal(
         db,
         name,
-        now=clock(),
+        now=now,
         tz=settings.tz,
         weeks=weeks,
         coverage=coverage,
         headroom=headroom,
         threshold=settings.seasonal_threshold,
         day_types=day_types,
+        fleet=fleet,
     )
-    return seasonal_dict(report)
+    out = seasonal_dict(report)
+    out["money"] = money_dict(
+        engine_money(db, name, now=now, tz=settings.tz, fleet=fleet, weeks=weeks, report=report)
+    )
+    return out
+
+
+@router.get("/api/money", summary="GPU-hours and money per engine and for the fleet")
+def get_money(
+    db: DbDep,
+    clock: ClockDep,
+    settings: SettingsDep,
+    fleet: FleetDep,
+    weeks: Annotated[int, Query(ge=1, le=12, description="Whole weeks up to the last hour.")] = 4,
+) -> dict[str, Any]:
+    """Each engine's plans (today, rebuilt, hourly, seasonal) per month, the best one within
+    the SLO, what it saves, cost per million tokens, and the fleet's totals."""
+    m = fleet_money(db, now=clock(), tz=settings.tz, fleet=fleet, weeks=weeks)
+    return {
+        "currency": m.currency,
+        "weeks": weeks,
+        "headline": m.headline(),
+        "now_month": None if m.now_month is None else round(m.now_month, 2),
+        "best_month": None if m.best_month is None else round(m.best_month, 2),
+        "saves_month": None if m.saves_month is None else round(m.saves_month, 2),
+        "gpu_hours_now_month": round(m.gpu_hours_now_month, 1),
+        "gpu_hours_best_month": round(m.gpu_hours_best_month, 1),
+        "engines": [money_dict(e) for e in m.engines],
+    }

@@ -126,18 +126,21 @@ def _engine_report(
 def cmd_recommend(args: argparse.Namespace) -> int:
     """Print an engine's rightsizing recommendation (text, or JSON with --json)."""
     from app.services.rightsizing import recommend, recommendation_dict
+    from app.sizing.slo import Fleet
 
     end = datetime.now(UTC)
     start = end - _since(args.since)
     r, code = _engine_report(
         args,
-        lambda db, _settings: recommend(
+        lambda db, settings: recommend(
             db,
             args.engine,
             start=start,
             end=end,
             coverage=args.coverage,
             granularity=args.granularity,
+            tz=settings.tz,
+            fleet=Fleet.of(settings),
         ),
         recommendation_dict,
     )
@@ -170,6 +173,7 @@ def _print_recommendation(r: Recommendation, since: str) -> None:
 def cmd_seasonal(args: argparse.Namespace) -> int:
     """Print an engine's day/night plans (text, or JSON with --json)."""
     from app.services.rightsizing import seasonal, seasonal_dict
+    from app.sizing.slo import Fleet
 
     r, code = _engine_report(
         args,
@@ -182,6 +186,7 @@ def cmd_seasonal(args: argparse.Namespace) -> int:
             headroom=args.headroom,
             threshold=settings.seasonal_threshold,
             day_types=args.weekends,
+            fleet=Fleet.of(settings),
         ),
         seasonal_dict,
     )
@@ -195,21 +200,73 @@ def cmd_seasonal(args: argparse.Namespace) -> int:
 def _print_plans(r: SeasonalReport, result: Seasonal) -> None:
     """A line per plan (static, hourly, split), the weekday verdict and the engine commands."""
     from app.sizing.seasonal import window_label
+    from app.sizing.slo import money
 
     print(f"  {r.requests:,} requests over {r.weeks} weeks, hours in {r.tz}")
-    for plan in (result.static, result.hourly, result.split):
+    if r.slo:
+        print(f"  SLO: {r.slo.words()} ({r.slo.source})")
+    for plan in (result.now, result.static, result.hourly, result.split):
         if plan is None:
             continue
         windows = ", ".join(
             f"{window_label(c.hours)} max_seq_len {c.max_seq_len:,}" for c in plan.configs
         )
-        cost = f", {plan.cost_week:,.0f} per week" if plan.cost_week is not None else ""
-        print(f"  {plan.name:<9} {plan.gpu_hours_week:>8,.0f} GPU-hours/week{cost}  ({windows})")
+        cost = (
+            f", {money(plan.cost_month, r.currency)}/month" if plan.cost_month is not None else ""
+        )
+        print(
+            f"  {plan.name:<9} peak {max(plan.replicas):>3} replicas, "
+            f"{plan.gpu_hours_month:>8,.0f} GPU-hours/month{cost}  ({windows})"
+        )
     if r.day_types:
         print(f"  weekdays/weekends: {r.day_types.verdict}")
     for block in r.commands:
         print(f"  {block['window']}:")
         print(f"    {block[next(k for k in block if k != 'window')]}")
+
+
+def add_money(subparsers: Subparsers) -> None:
+    """Add `money`."""
+    mon = command(
+        subparsers,
+        "money",
+        cmd_money,
+        "GPU-hours and money per engine now and planned, within the SLO.",
+    )
+    mon.add_argument(
+        "--weeks",
+        type=int,
+        choices=range(1, 13),
+        default=4,
+        metavar="1..12",
+        help="whole weeks up to now (default 4)",
+    )
+    mon.add_argument("--json", action="store_true", help="print as JSON")
+
+
+def cmd_money(args: argparse.Namespace) -> int:
+    """Print each engine's plans per month and the fleet's total to save."""
+    from app.services.economics import fleet_money, money_dict
+    from app.sizing.slo import Fleet, money
+
+    settings = settings_for(args)
+    with Database(settings.db, read_only=True).open() as db:
+        m = fleet_money(
+            db, now=datetime.now(UTC), tz=settings.tz, fleet=Fleet.of(settings), weeks=args.weeks
+        )
+    if args.json:
+        print(json.dumps([money_dict(e) for e in m.engines], indent=2, default=str))
+        return 0
+    for e in m.engines:
+        print(e.verdict)
+        for p in e.plans:
+            cost = f"  {money(p.cost_month, e.currency)}/month" if p.cost_month is not None else ""
+            print(
+                f"  {p.name:<9} peak {p.peak_replicas:>3} replicas  "
+                f"{p.gpu_hours_month:>8,.0f} GPU-hours/month{cost}  ({p.label})"
+            )
+    print(f"fleet: {m.headline()}")
+    return 0
 
 
 def _n(value: int | None) -> str:

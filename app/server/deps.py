@@ -13,6 +13,7 @@ from fastapi import Depends, Request
 from app.config import Settings
 from app.server.runtime import Runtime
 from app.services.credentials import Credentials
+from app.sizing.slo import Fleet
 from app.storage.database import Database
 from app.storage.write.writer import Writer, WriterStopped
 
@@ -45,7 +46,13 @@ async def get_clock(request: Request) -> Callable[[], datetime]:
     return request.app.state.runtime.clock
 
 
+async def get_fleet(request: Request) -> Fleet:
+    """The fleet's defaults for SLOs and money, from the settings."""
+    return Fleet.of(request.app.state.runtime.settings)
+
+
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+FleetDep = Annotated[Fleet, Depends(get_fleet)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 DbDep = Annotated[Database, Depends(get_db)]
 WriterDep = Annotated[Writer, Depends(get_writer)]

@@ -252,6 +252,7 @@ def recommendation_dict(r: Recommendation) -> dict[str, Any]:
             "now": asdict(r.capacity_now) if r.capacity_now else None,
             "after": asdict(r.capacity_after) if r.capacity_after else None,
         },
+        "replicas": None if r.replicas is None else _replicas_dict(r.replicas),
         "commands": r.commands,
         "what_if": [
             {
@@ -265,6 +266,26 @@ def recommendation_dict(r: Recommendation) -> dict[str, Any]:
             for w in r.whatifs
         ],
         "notes": r.notes,
+    }
+
+
+def _replicas_dict(x: Replicas) -> dict[str, Any]:
+    cost_now, cost_after = x.cost_month(x.baseline), x.cost_month(x.after)
+    return {
+        "running": x.running,
+        "needed_with_current_bounds": x.today,
+        "needed_with_recommended_bounds": x.after,
+        "set_by_now": x.why_today,
+        "set_by_after": x.why_after,
+        "latency_need_at_peak": x.latency,
+        "slo": x.slo,
+        "slo_feasible": x.feasible,
+        "gpus_per_replica": x.gpus_per_replica,
+        "cost_per_gpu_hour": x.cost_per_gpu_hour,
+        "currency": x.currency,
+        "cost_month_now": None if cost_now is None else round(cost_now, 2),
+        "cost_month_after": None if cost_after is None else round(cost_after, 2),
+        "note": x.note,
     }
 
 

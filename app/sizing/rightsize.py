@@ -96,32 +96,39 @@ def replicas_verdict(r: Replicas, rec: Bounds | None) -> str:
     instead of 5 (saves $4,210 a month).'"""
     within = f"within the SLO ({r.slo})" if r.slo else "(memory alone: no SLO set)"
     base = r.baseline
+
+    def n(count: int) -> str:
+        return f"{count} replica{'s' if count != 1 else ''}"
+
+    def saves(fewer: int) -> str:
+        saved = r.cost_month(fewer) if fewer > 0 else None
+        return f" (saves {money(saved, r.currency)} a month)" if saved is not None else ""
+
     if not r.feasible:
         return (
             f"No replica count meets the SLO ({r.slo}) at the busiest hour: "
             f"{r.note or 'see the latency plan'}."
         )
-    saves = ""
-    saved = r.cost_month(base - r.after) if base > r.after else None
-    if saved is not None:
-        saves = f" (saves {money(saved, r.currency)} a month)"
-    if r.running is not None and r.running < r.today and r.running < r.after:
+    if r.running is not None and r.running < r.after:
         return (
-            f"Today's {r.running} replica{'s' if r.running != 1 else ''} are too few for the "
-            f"busiest hour {within}: it needs {r.after} ({r.why_after})."
+            f"Today's {n(r.running)} are too few for the busiest hour {within}: it needs "
+            f"{r.after}, set by {r.why_after}."
         )
     seq = "the recommended bounds"
     if rec and rec.max_seq_len:
         seq = f"max_seq_len {rec.max_seq_len:,}"
-    if r.after < base:
+    if r.after < r.today:
+        running = f"; {r.running} run today" if r.running and r.running != r.today else ""
         return (
-            f"Rebuilding to {seq} serves the same traffic {within} on {r.after} "
-            f"replica{'s' if r.after != 1 else ''} instead of {base}{saves}."
+            f"Rebuilding to {seq} serves the same traffic {within} on {n(r.after)} instead of "
+            f"{r.today}{running}{saves(base - r.after)}."
         )
-    return (
-        f"The busiest hour needs {r.after} replica{'s' if r.after != 1 else ''} {within}, "
-        f"set by {r.why_after}; today: {base}."
-    )
+    if base > r.after:
+        return (
+            f"The busiest hour needs {n(r.after)} {within}, set by {r.why_after}: {base - r.after} "
+            f"of the {base} running today are spare{saves(base - r.after)}."
+        )
+    return f"The busiest hour needs {n(r.after)} {within}, set by {r.why_after}; today: {base}."
 
 
 def current_bounds(profile: EngineProfile) -> Bounds:
