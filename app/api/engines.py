@@ -14,6 +14,7 @@ from app.auth.bearer import require_scope
 from app.server.deps import ClockDep, DbDep, FleetDep, SettingsDep
 from app.server.errors import ErrorResponse
 from app.services import profiles
+from app.services.deploy import DEFAULT_NAMESPACE, deploy_documents
 from app.services.economics import engine_money, fleet_money, money_dict
 from app.services.profiles import NoProfile, load_profile
 from app.services.rightsizing import (
@@ -175,9 +176,12 @@ def get_seasonal(
     day_types: Annotated[
         bool, Query(description="Also plan weekdays and weekends separately.")
     ] = False,
+    namespace: Annotated[
+        str, Query(max_length=63, description="Kubernetes namespace of the deploy documents.")
+    ] = DEFAULT_NAMESPACE,
 ) -> dict[str, Any]:
     """Hourly demand in TOKENSHAPE_TZ, plans (a) static (b) hourly (c) best split, the verdict."""
-    _profile_or_404(db, name)
+    profile = _profile_or_404(db, name)
     now = clock()
     report = seasonal(
         db,
@@ -195,6 +199,10 @@ def get_seasonal(
     out["money"] = money_dict(
         engine_money(db, name, now=now, tz=settings.tz, fleet=fleet, weeks=weeks, report=report)
     )
+    try:
+        out["deploy"] = deploy_documents(report, profile, namespace=namespace)
+    except ValueError as exc:
+        raise HTTPException(422, detail=f"invalid parameters: namespace: {exc}") from None
     return out
 
 

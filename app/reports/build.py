@@ -18,10 +18,12 @@ from app.charts.heatmap import HEAT_SCALE
 from app.charts.style import bin_labels
 from app.jobs.schedule import week_bounds
 from app.services import profiles
+from app.services.economics import EngineMoney, engine_money
 from app.services.profiles import NoProfile
 from app.services.rightsizing import engine_drift, recommend, seasonal
 from app.sizing.drift import Finding
 from app.sizing.rightsize import Recommendation
+from app.sizing.slo import Fleet, money
 from app.storage.database import Database
 
 KPI_ROWS = (
@@ -68,6 +70,8 @@ class EngineSection:
     heat_columns: list[str]
     links: dict[str, str]
     problem: str | None = None
+    money: EngineMoney | None = None
+    plans: list[tuple[str, str, str, str]] = field(default_factory=list)  # name, peak, GPU-h, cost
 
 
 @dataclass
@@ -123,11 +127,34 @@ def _heat(db: Database, engine: str, start: datetime, end: datetime):
     return rows, bin_labels(hm.isl_edges)[:x_hi]
 
 
-def build_report(db: Database, week: str, *, tz: str, public_url: str, threshold: float) -> Report:
+def _plan_rows(m: EngineMoney) -> list[tuple[str, str, str, str]]:
+    return [
+        (
+            p.label,
+            f"{p.peak_replicas}",
+            f"{p.gpu_hours_month:,.0f}",
+            money(p.cost_month, m.currency) if p.cost_month is not None else "–",
+        )
+        for p in m.plans
+    ]
+
+
+def build_report(
+    db: Database,
+    week: str,
+    *,
+    tz: str,
+    public_url: str,
+    threshold: float,
+    fleet: Fleet = Fleet(),
+) -> Report:
     """The report for an ISO week; raises ValueError for a malformed week."""
     start, end = week_bounds(week, tz)
     sections: list[EngineSection] = []
-    total_static = total_best = 0.0
+    total_now = total_best = 0.0
+    money_now: float | None = 0.0
+    money_best: float | None = 0.0
+    short = 0
     for name, stored in profiles.stored_profiles(db).items():
         base = public_url.rstrip("/")
         window = {"window": "custom", "start": start.isoformat(), "end": end.isoformat()}
@@ -140,8 +167,9 @@ def build_report(db: Database, week: str, *, tz: str, public_url: str, threshold
         count = stored.get("tensor_parallel", 1) * stored.get("pipeline_parallel", 1)
         gpus = f"{count}× {stored.get('gpu', '')}"
         try:
-            rec = recommend(db, name, start=start, end=end)
-            season = seasonal(db, name, now=end, tz=tz, weeks=1, threshold=threshold)
+            rec = recommend(db, name, start=start, end=end, tz=tz, fleet=fleet)
+            season = seasonal(db, name, now=end, tz=tz, weeks=1, threshold=threshold, fleet=fleet)
+            cash = engine_money(db, name, now=end, tz=tz, fleet=fleet, weeks=1, report=season)
         except NoProfile as exc:
             sections.append(
                 EngineSection(
@@ -165,10 +193,21 @@ def build_report(db: Database, week: str, *, tz: str, public_url: str, threshold
         if rec.capacity_now and rec.capacity_after and rec.capacity_now.worst:
             gain = (rec.capacity_after.worst or 0) / rec.capacity_now.worst
         rebuild = rec.status == "ok" and gain is not None and gain >= REBUILD_GAIN
-        if season.result is not None:
-            best = season.result.split or season.result.hourly
-            total_static += season.result.static.gpu_hours_week
-            total_best += min(best.gpu_hours_week, season.result.hourly.gpu_hours_week)
+        if rec.replicas is not None:
+            # A rebuild is suggested when it saves replicas within the SLO, or room to grow.
+            rebuild = rec.replicas.after < rec.replicas.today or (
+                rebuild and rec.replicas.after <= rec.replicas.today
+            )
+        if cash.baseline is not None and cash.best is not None:
+            total_now += cash.baseline.gpu_hours_month
+            total_best += cash.best.gpu_hours_month
+            short += cash.best.gpu_hours_month > cash.baseline.gpu_hours_month + 0.5
+            if money_now is not None and money_best is not None:
+                if cash.baseline.cost_month is None or cash.best.cost_month is None:
+                    money_now = money_best = None
+                else:
+                    money_now += cash.baseline.cost_month
+                    money_best += cash.best.cost_month
         heat_rows, heat_columns = _heat(db, name, start, end)
         sections.append(
             EngineSection(
@@ -184,15 +223,27 @@ def build_report(db: Database, week: str, *, tz: str, public_url: str, threshold
                 heat_rows=heat_rows,
                 heat_columns=heat_columns,
                 links=links,
+                money=cash,
+                plans=_plan_rows(cash),
             )
         )
     rebuilds = sum(s.rebuild for s in sections)
-    saving = 1 - total_best / total_static if total_static else 0.0
     n = len(sections)
-    summary = (
-        f"{n} engine{'s' if n != 1 else ''}, {rebuilds} need{'s' if rebuilds == 1 else ''} a "
-        f"rebuild, est. {saving:.0%} GPU-hours to save"
-    )
+    slo = " within the SLO" if any(s.money and s.money.slo for s in sections) else ""
+    if money_now is not None and money_best is not None and money_now - money_best >= 1:
+        headline = f"saves {money(money_now - money_best, fleet.currency)}/month{slo}"
+    elif total_now - total_best >= 1:
+        share = 1 - total_best / total_now if total_now else 0.0
+        headline = f"saves {total_now - total_best:,.0f} GPU-hours/month ({share:.0%}){slo}"
+    else:
+        headline = "nothing to save"
+    parts = [
+        f"{n} engine{'s' if n != 1 else ''}",
+        f"{rebuilds} rebuild{'s' if rebuilds != 1 else ''} suggested",
+    ]
+    if short:
+        parts.append(f"{short} short of replicas for the SLO")
+    summary = f"{headline}: " + ", ".join(parts)
     critical = sum(f.severity == "critical" for s in sections for f in s.findings)
     alert = f", {critical} critical drift finding{'s' if critical != 1 else ''}" if critical else ""
     subject = f"tokenshape {week}: {summary}{alert}"
@@ -207,4 +258,5 @@ def report_for(db: Database, settings, week: str) -> Report:
         tz=settings.report_tz,
         public_url=settings.public_url,
         threshold=settings.seasonal_threshold,
+        fleet=Fleet.of(settings),
     )

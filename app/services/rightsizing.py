@@ -447,13 +447,23 @@ def seasonal(
             # all(isinstance(...)) does not narrow the items: both are Seasonal here.
             split_days = by_day_type(result, cast(Seasonal, parts[0]), cast(Seasonal, parts[1]))
     windows = result.split.configs if result.split else []
-    cmds = [
-        commands(
-            profile,
-            Bounds(w.max_input_len, w.max_seq_len, None, w.slots or None, profile.max_num_tokens),
+    chosen = None
+    if calibration is not None and slo is not None:
+        mix = shape_mix(db.cursor(), flt_for(()))
+        chosen = settings_for_slo(
+            *calibration, [Shape(i, o, float(n)) for i, o, n in mix.cells], slo
         )
-        | {"window": window_label(w.hours)}
-        for w in windows
+
+    def window_bounds(w) -> Bounds:
+        batch, step = w.slots or None, profile.max_num_tokens
+        if chosen is not None and chosen.max_batch_size is not None:
+            # The SLO's batch, at most what the window's KV cache holds.
+            batch = min(w.slots, chosen.max_batch_size) if w.slots else chosen.max_batch_size
+            step = chosen.max_num_tokens
+        return Bounds(w.max_input_len, w.max_seq_len, None, batch, step)
+
+    cmds = [
+        commands(profile, window_bounds(w)) | {"window": window_label(w.hours)} for w in windows
     ]
     return SeasonalReport(
         engine,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email
+import re
 import time
 from datetime import UTC, datetime
 from email import policy
@@ -74,10 +75,17 @@ def test_the_email_arrives_with_the_apis_numbers(smtp, report_db, tmp_path):
         assert last_full_week(server_clock(), "UTC") == WEEK or pytest.skip("clock moved")
         (rcpts, msg) = inbox.messages[0]
         assert sorted(rcpts) == ["lead@example.com", "llm-team@example.com", "oncall@example.com"]
-        assert msg["Subject"].startswith(f"tokenshape {WEEK}: 3 engines, ")
+        # The subject leads with the money the plans save within the engines' SLOs.
+        subject = re.fullmatch(
+            rf"tokenshape {WEEK}: saves \$([\d,]+)/month within the SLO: (\d+) engines, .*",
+            str(msg["Subject"]),
+        )
+        assert subject and int(subject.group(1).replace(",", "")) > 0, msg["Subject"]
+        assert int(subject.group(2)) == len(demo.DEMO_PROFILES)
         assert msg.get_content_type() == "multipart/alternative"
         parts = {p.get_content_type(): p.get_content() for p in msg.iter_parts()}
         assert set(parts) == {"text/plain", "text/html"}
+        assert "GPU-hours/month" in parts["text/plain"] and "cost/month" in parts["text/html"]
         start, end = week_bounds(WEEK, "UTC")
         with live.client() as c:
             for engine in ("chat-8b", "llm-70b", "code-7b"):
