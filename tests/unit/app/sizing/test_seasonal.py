@@ -100,3 +100,45 @@ def test_no_plan_when_a_replica_cannot_hold_a_request_or_latencies_are_missing()
     assert isinstance(missing, str) and "e2e_ms" in missing
     coarse = plans(d, kv_capacity=300_000, gpus=1, coverage=0.999, max_context=300)
     assert isinstance(coarse, str) and "too coarse" in coarse
+
+
+def test_the_latency_need_raises_the_hours_it_binds_and_the_money_follows():
+    # Same day/night traffic as above; the SLO needs 5 replicas at 10:00–14:00 (more than the
+    # memory's 3) and 1 at night. By hand: the hour's replicas are the larger of the two.
+    kv = 300_000
+    d = _demand(20, 10, day_seq=2000, night_seq=30_000)
+    latency = [1] * 24
+    for h in range(10, 14):
+        latency[h] = 5
+    result = plans(
+        d,
+        kv_capacity=kv,
+        gpus=2,
+        coverage=0.999,
+        max_context=131_072,
+        latency_need=latency,
+        replicas_now=6,
+        cost_per_gpu_hour=2.0,
+    )
+    union_slots = kv // ((30_000 // G + 1) * G)
+    memory = [math.ceil((20 if h in DAY else 10) * 1.2 / union_slots) for h in range(24)]
+    expected = [max(m, lat) for m, lat in zip(memory, latency, strict=True)]
+    assert result.hourly.replicas == expected
+    assert result.hourly.binding[11] == "latency" and result.hourly.binding[9] == "memory"
+    assert result.hourly.gpu_hours_week == sum(expected) * 2 * 7
+    assert result.static.replicas == [5] * 24
+    # Today's six replicas, all day: 6 × 2 GPUs × 168 h at $2.
+    assert result.now is not None and result.now.gpu_hours_week == 6 * 2 * 168
+    assert result.now.cost_week == 6 * 2 * 168 * 2.0
+    assert result.now.cost_month == result.now.cost_week * 365.25 / 12 / 7
+    # The seasonal split keeps the latency floor in every hour it binds.
+    assert result.split is not None
+    assert all(n >= lat for n, lat in zip(result.split.replicas, latency, strict=True))
+
+
+def test_one_replica_at_the_peak_says_why_there_is_nothing_to_scale():
+    d = _demand(0.3, 0.1, day_seq=4000, night_seq=4000)
+    result = plans(d, kv_capacity=300_000, gpus=1, coverage=0.999, max_context=131_072)
+    assert result.hourly.replicas == [1] * 24
+    assert set(result.hourly.binding) == {"memory"}
+    assert "The busiest hour needs one replica" in result.verdict
