@@ -97,6 +97,7 @@ bench: install chromium
 	$(BIN)/python bench/faults.py
 	$(BIN)/python bench/soak.py
 	$(BIN)/python bench/perf.py
+	$(BIN)/python bench/plan.py
 
 clean:
 	rm -rf $(VENV) $(TOOLS) .pytest_cache .ruff_cache .mypy_cache .import_linter_cache site

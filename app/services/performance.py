@@ -9,6 +9,7 @@ fitted to its own production latencies.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -79,6 +80,22 @@ def figures(gpu: GpuSpec) -> GpuFigures:
     )
 
 
+# Batch sizes the library is asked at: every size to 8, then steps of about 25%.
+BATCH_GRID: tuple[int, ...] = tuple(
+    sorted({*range(1, 9), *(round(8 * 1.25**k) for k in range(1, 40))})
+)
+
+
+def _bracket(batch: int) -> tuple[int, int]:
+    """The grid sizes at or around a batch (beyond the grid: the batch itself)."""
+    if batch <= 8 or batch >= BATCH_GRID[-1]:
+        return batch, batch
+    i = bisect_left(BATCH_GRID, batch)
+    if BATCH_GRID[i] == batch:
+        return batch, batch
+    return BATCH_GRID[i - 1], BATCH_GRID[i]
+
+
 @dataclass
 class Engine:
     """A profile made ready for predictions: its step model, KV room and words on sources."""
@@ -91,8 +108,17 @@ class Engine:
     notes: list[str] = field(default_factory=list)
 
     def step(self, isl: int, osl: int, batch: int) -> Step:
-        """The library's step, with the KV check from tokenshape's own (calibrated) memory."""
-        s = self.model.step(isl, osl, batch)
+        """The library's step, with the KV check from tokenshape's own (calibrated) memory.
+
+        The library is asked only at batch sizes of BATCH_GRID (steps of at most 25%) and
+        interpolated between them: time per token is smooth in the batch (docs/sizing.md
+        measures the difference), and the searches under an SLO visit many batch sizes."""
+        lo, hi = _bracket(batch)
+        s = self.model.step(isl, osl, lo)
+        if hi != lo:
+            b = self.model.step(isl, osl, hi)
+            t = (batch - lo) / (hi - lo)
+            s = Step(s.prefill_ms, s.itl_ms + t * (b.itl_ms - s.itl_ms), s.kv_fits)
         fits = batch * (isl + osl) <= self.kv_tokens
         if self.profile.max_batch_size is not None:
             fits = fits and batch <= self.profile.max_batch_size

@@ -6,7 +6,10 @@ here, so every page says the same number of replicas."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from app.analytics.filters import Filter
 from app.analytics.hour_mix import hour_mixes
@@ -36,16 +39,40 @@ class LatencyPlan:
         return [h for h, n in enumerate(self.needs) if n is not None and not n.feasible]
 
 
+# Fitted corrections barely move within an hour: kept this long per (file, profile, window).
+CALIBRATION_SECONDS = 600.0
+_calibrations: dict[tuple, tuple[float, tuple[Engine, Corrections]]] = {}
+_lock = threading.Lock()
+
+
 def calibrated_engine(
     db: Database, profile: EngineProfile, flt: Filter
 ) -> tuple[Engine, Corrections]:
-    """The engine's step model and the corrections fitted to its own latencies in `flt`."""
+    """The engine's step model and the corrections fitted to its own latencies in `flt`
+    (cached ten minutes for the same file, profile and window to the hour)."""
+
+    def hour(t: datetime | None) -> datetime | None:
+        return None if t is None else t.replace(minute=0, second=0, microsecond=0)
+
+    key = (
+        str(db.path),
+        profile.model_dump_json(),
+        replace(flt, start=hour(flt.start), end=hour(flt.end)),
+    )
+    with _lock:
+        hit = _calibrations.get(key)
+    if hit is not None and time.monotonic() - hit[0] < CALIBRATION_SECONDS:
+        return hit[1]
     eng = prepare(profile)
     levels = observed_levels(db, flt)
     shapes = [s for lv in levels for s in lv.shapes] or [Shape(512, 256)]
     corr = fit_corrections(
         eng.step, levels, step_tokens=eng.step_tokens, max_running=eng.max_concurrency(shapes)
     )
+    with _lock:
+        if len(_calibrations) > 64:
+            _calibrations.clear()
+        _calibrations[key] = (time.monotonic(), (eng, corr))
     return eng, corr
 
 
@@ -59,6 +86,7 @@ def latency_plan(
     *,
     headroom: float = DEFAULT_HEADROOM,
     calibration: tuple[Engine, Corrections] | None = None,
+    cache: dict[tuple, LatencyNeed] | None = None,
 ) -> LatencyPlan:
     """The latency need of each local hour: its peak arrival rate (+ headroom) with that hour's
     ISL × OSL mix, through the calibrated model, against the SLO."""
@@ -77,7 +105,7 @@ def latency_plan(
     mixes = hour_mixes(db.cursor(), flt, tz)
     needs: list[LatencyNeed | None] = list(empty)
     replicas = [0] * 24
-    cache: dict[tuple, LatencyNeed] = {}
+    cache = {} if cache is None else cache  # shared by callers planning several day types
     for h in range(24):
         cells = mixes.get(h)
         rate = float(peak_rate[h]) * (1 + headroom)
@@ -88,11 +116,11 @@ def latency_plan(
             kept, _ = within_bounds(eng, shapes)
         except PerfModelError:
             continue
-        # Hours with the same mix (to 2%) and rate (to 1%) share one answer.
+        # Hours with the same mix (shares to 5%) and rate (to 2%) share one answer.
         total = sum(s.weight for s in kept)
         key = (
-            tuple((s.isl, s.osl, round(50 * s.weight / total)) for s in kept),
-            round(math.log(rate) * 100),
+            tuple((s.isl, s.osl, round(20 * s.weight / total)) for s in kept),
+            round(math.log(rate) * 50),
         )
         if key not in cache:
             cache[key] = replicas_for_slo(

@@ -374,6 +374,7 @@ def seasonal(
             calibration = calibrated_engine(db, profile, flt_for(()))
         except PerfModelError:
             calibration = None  # latency_plan says why
+    answers: dict = {}  # latency needs shared by the day types' plans (same mix, same rate)
 
     def plans_for(
         d: HourDemand, days: int, weekdays: tuple[int, ...]
@@ -387,6 +388,7 @@ def seasonal(
             list(d.peak_rate),
             headroom=headroom,
             calibration=calibration,
+            cache=answers,
         )
         result = plans(
             d,
