@@ -10,6 +10,8 @@ database (`tokenshape demo --days 28`, seeded in a temporary folder first):
 (b) with the SLO, cold: a build whose step model has never been asked (library start-up, about
     2-4 s once per process, is timed apart on another build);
 (c) with the SLO, again (model answers cached).
+The searches ask the library only on a batch grid (app/services/performance.py BATCH_GRID) and
+interpolate; the difference from asking it at every batch is measured here too.
 Last lines: `plan_cold_s=…` (bar <= 3 s), `slo_over_memory=<(b)/(a)>`, `cached_s=…`.
 """
 
@@ -99,6 +101,15 @@ def main() -> int:
                     on, engine, now=now, tz=args.tz, weeks=4, day_types=True, fleet=f
                 )
 
+            # What the batch grid costs in accuracy: its ITL against the library's own.
+            eng = prepare(profile)
+            diffs = [
+                abs(eng.grid_step(i, o, b).itl_ms / eng.step(i, o, b).itl_ms - 1)
+                for i in (128, 1024, 4096)
+                for o in (64, 512)
+                for b in range(17, 257, 7)
+            ]
+            perfmodel.step_model.cache_clear()
             ref_s, ref = _timed(lambda: search(ref_db, Fleet()))
             cold_s, cold = _timed(lambda: search(db, fleet))
             warm_s, _ = _timed(lambda: search(db, fleet))
@@ -115,6 +126,11 @@ def main() -> int:
     print(f"(a) memory alone: {ref_s:.2f} s")
     print(f"(b) with the SLO, cold: {cold_s:.2f} s")
     print(f"(c) with the SLO, cached: {warm_s:.2f} s")
+    diffs.sort()
+    print(
+        f"batch grid vs the library's ITL, {len(diffs)} points at batch 17-256: median "
+        f"{diffs[len(diffs) // 2]:.2%}, worst {diffs[-1]:.2%}"
+    )
     print(f"plan_cold_s={cold_s:.2f}")
     print(f"slo_over_memory={cold_s / ref_s:.2f}")
     print(f"cached_s={warm_s:.2f}")

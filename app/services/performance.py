@@ -80,15 +80,16 @@ def figures(gpu: GpuSpec) -> GpuFigures:
     )
 
 
-# Batch sizes the library is asked at: every size to 8, then steps of about 25%.
+# Batch sizes the library is asked at: every size to 16, then steps of about 12.5%.
+GRID_EXACT = 16
 BATCH_GRID: tuple[int, ...] = tuple(
-    sorted({*range(1, 9), *(round(8 * 1.25**k) for k in range(1, 40))})
+    sorted({*range(1, GRID_EXACT + 1), *(round(GRID_EXACT * 1.125**k) for k in range(1, 80))})
 )
 
 
 def _bracket(batch: int) -> tuple[int, int]:
     """The grid sizes at or around a batch (beyond the grid: the batch itself)."""
-    if batch <= 8 or batch >= BATCH_GRID[-1]:
+    if batch <= GRID_EXACT or batch >= BATCH_GRID[-1]:
         return batch, batch
     i = bisect_left(BATCH_GRID, batch)
     if BATCH_GRID[i] == batch:
@@ -108,17 +109,23 @@ class Engine:
     notes: list[str] = field(default_factory=list)
 
     def step(self, isl: int, osl: int, batch: int) -> Step:
-        """The library's step, with the KV check from tokenshape's own (calibrated) memory.
+        """The library's step, with the KV check from tokenshape's own (calibrated) memory."""
+        return self._checked(isl, osl, batch, self.model.step(isl, osl, batch))
 
-        The library is asked only at batch sizes of BATCH_GRID (steps of at most 25%) and
-        interpolated between them: time per token is smooth in the batch (docs/sizing.md
-        measures the difference), and the searches under an SLO visit many batch sizes."""
+    def grid_step(self, isl: int, osl: int, batch: int) -> Step:
+        """`step`, with the library asked only at the batch sizes of BATCH_GRID (steps of at
+        most 12.5%) and interpolated between them: the searches under an SLO visit many batch
+        sizes, and time per token is smooth in the batch (bench/plan.py measures the
+        difference against `step`)."""
         lo, hi = _bracket(batch)
         s = self.model.step(isl, osl, lo)
         if hi != lo:
             b = self.model.step(isl, osl, hi)
             t = (batch - lo) / (hi - lo)
             s = Step(s.prefill_ms, s.itl_ms + t * (b.itl_ms - s.itl_ms), s.kv_fits)
+        return self._checked(isl, osl, batch, s)
+
+    def _checked(self, isl: int, osl: int, batch: int, s: Step) -> Step:
         fits = batch * (isl + osl) <= self.kv_tokens
         if self.profile.max_batch_size is not None:
             fits = fits and batch <= self.profile.max_batch_size

@@ -124,7 +124,7 @@ def latency_plan(
         )
         if key not in cache:
             cache[key] = replicas_for_slo(
-                eng.step,
+                eng.grid_step,
                 kept,
                 rate,
                 slo,
@@ -160,7 +160,7 @@ def settings_for_slo(
         return SloSettings(None, None)
     cap = eng.max_concurrency(kept)
     batch = best_batch(
-        eng.step, kept, slo.itl_ms, slo.quantile, max_concurrency=cap, corrections=corr
+        eng.grid_step, kept, slo.itl_ms, slo.quantile, max_concurrency=cap, corrections=corr
     )
     step = best_step_tokens(eng.step, slo.itl_ms, corrections=corr)
     notes = []
