@@ -9,6 +9,7 @@ from app.api import (
     backup,
     drift,
     engines,
+    goodput,
     health,
     latency,
     load,
@@ -31,6 +32,7 @@ def include(app: FastAPI, ingest: APIRouter) -> None:
     app.include_router(shapes.router)
     app.include_router(latency.router)
     app.include_router(load.router)
+    app.include_router(goodput.router)
     app.include_router(engines.router)
     app.include_router(performance.router)
     app.include_router(drift.router)

@@ -15,6 +15,8 @@ from pydantic import ValidationError
 from app.cli import (
     backup,
     demo,
+    engines,
+    goodput,
     imports,
     migrate,
     perf,
@@ -46,6 +48,9 @@ REGISTER = (
     reports.add_parser,
     sizing.add_seasonal,
     perf.add_parser,
+    goodput.add_parser,
+    engines.add_parser,
+    sizing.add_money,
 )
 
 

@@ -1,9 +1,10 @@
 """Latency targets (SLOs) and the fleet's defaults for them and for money.
 
 An engine's SLO is a set of targets on TTFT, ITL and optionally E2E at one percentile
-("TTFT p95 ≤ 500 ms, ITL p95 ≤ 50 ms"). A request *meets* the SLO when each of its measured
-values is within its target (a value it did not report counts as met, and the share of requests
-without it is reported); goodput is the weighted share of requests that met it.
+("TTFT p95 ≤ 500 ms, ITL p95 ≤ 50 ms"). A request *meets* the SLO when every targeted value was
+measured and is within its target; one that measured a value above its target *missed*; one
+missing a targeted value (and missing nothing it measured) is *not measured* and counted apart.
+Goodput is the weighted share good ÷ (good + missed) (app/analytics/goodput.py).
 """
 
 from __future__ import annotations
