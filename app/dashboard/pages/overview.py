@@ -1,21 +1,34 @@
-"""Overview page: the window's KPIs against the window before, and the traffic per model."""
+"""Overview page: the window at a glance — headline KPIs with their sparklines, requests/s,
+goodput and TTFT/ITL against the SLO lines over time, GPU-hours or money now vs planned —
+then every KPI against the window before, and the traffic per model."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from typing import cast
 
-from dash import html
+import pandas as pd
+from dash import Dash, Input, Output, dcc, html
 
-from app.analytics import overview
+from app.analytics import overview, windows
 from app.analytics.filters import Filter
+from app.charts import overview as charts
 from app.dashboard import filterbar, ids
 from app.dashboard.findings import drift_panel
 from app.dashboard.pages import register_page
+from app.services import overview as glance_service
 from app.services.rightsizing import engine_findings
+from app.services.slo import HOW_TO_SET
+from app.sizing.slo import Fleet, money
 from app.storage.database import Database
+
+log = logging.getLogger("tokenshape.dashboard")
+GRAPH_CONFIG: dcc.Graph.Config = {"displaylogo": False}
+SPARK_CONFIG: dcc.Graph.Config = {"displayModeBar": False}
 
 
 def _fmt(value: float | int | None, digits: int = 0) -> str:
@@ -37,11 +50,31 @@ def _delta(now: float | None, before: float | None, lower_is_better: bool | None
     return html.Div(f"{arrow} {abs(change):.0%} vs previous", className="kpi-delta" + tone)
 
 
-def _kpi(label: str, value: str, delta: html.Div | None = None) -> html.Div:
-    parts = [html.Div(value, className="kpi-value"), html.Div(label, className="kpi-label")]
+def _kpi(
+    label: str,
+    value: str,
+    delta: html.Div | None = None,
+    spark: dcc.Graph | None = None,
+    value_id: str | None = None,
+) -> html.Div:
+    shown = (
+        html.Div(value, className="kpi-value", id=value_id)
+        if value_id
+        else html.Div(value, className="kpi-value")
+    )
+    parts: list = [shown, html.Div(label, className="kpi-label")]
     if delta is not None:
         parts.append(delta)
+    if spark is not None:
+        parts.append(spark)
     return html.Div(parts, className="kpi")
+
+
+def _spark(graph_id: str, figure: dict) -> dcc.Graph:
+    # A fixed height in the card: the figure's own is 44 px, and nothing should jump.
+    return dcc.Graph(
+        id=graph_id, figure=figure, config=SPARK_CONFIG, style={"height": "44px", "width": "170px"}
+    )
 
 
 def _previous(view: filterbar.View, now: datetime) -> Filter | None:
@@ -52,30 +85,92 @@ def _previous(view: filterbar.View, now: datetime) -> Filter | None:
     return replace(view.filter(), start=view.start - (end - view.start), end=view.start)
 
 
-def _kpi_cards(cur, view: filterbar.View, now: datetime, table_error: float = 0.0) -> html.Div:
+def _goodput_kpi(g: glance_service.Glance) -> html.Div:
+    total, target = g.goodput_total(), g.goodput_target()
+    if total is None:
+        note = "no SLO set" if not len(g.goodput) else "no request judged"
+        return _kpi("goodput (met the SLO)", "–", html.Div(note, className="kpi-delta"))
+    met = target is None or total >= target - 1e-12
+    words = f"target {target:.0%}: " + ("met" if met else "missed") if target is not None else ""
+    delta = html.Div(words, className="kpi-delta" + (" good" if met else " bad"))
+    spark = _spark(
+        ids.OVERVIEW_SPARK_GOODPUT,
+        charts.sparkline_figure(g.goodput["t"], g.goodput["goodput"], target=target, percent=True),
+    )
+    return _kpi("goodput (met the SLO)", f"{total:.1%}", delta, spark)
+
+
+def _kpi_cards(
+    cur,
+    view: filterbar.View,
+    now: datetime,
+    g: glance_service.Glance,
+    table_error: float = 0.0,
+) -> html.Div:
     # Long windows read the hourly rollups (latency quantiles within ±0.99%, said below).
     k = overview.kpis(cur, view.filter(), exact=False)
     prev_filter = _previous(view, now)
     p = overview.kpis(cur, prev_filter, exact=False) if prev_filter else {}
-    seconds = ((view.end or now) - view.start).total_seconds() if view.start else None
+    # "all time" has no length of its own: its rate is over the stored span it covers.
+    first, last, _ = windows.span(cur, view.filter())
+    begin = view.start or first
+    finish = view.end or (now if view.start else last)
+    seconds = (finish - begin).total_seconds() if begin and finish else None
     # kpis() always sets "requests" and "relative_error" to numbers.
     rate = cast(float, k["requests"]) / seconds if seconds else None
     prev_rate = (p.get("requests") or 0) / seconds if seconds and p else None
 
     def card(
-        label: str, key: str, unit: str = "", lower_is_better: bool = False, digits: int = 0
+        label: str,
+        key: str,
+        unit: str = "",
+        lower_is_better: bool | None = None,  # None: a volume, neither good nor bad
+        digits: int = 0,
+        spark: dcc.Graph | None = None,
     ) -> html.Div:
         value = k[key]
         text = "–" if value is None else f"{value:,.{digits}f}{unit}"
-        return _kpi(label, text, _delta(value, p.get(key), lower_is_better) if p else None)
+        return _kpi(label, text, _delta(value, p.get(key), lower_is_better) if p else None, spark)
 
-    cards = [
-        card("requests", "requests"),
+    fleet = g.fleet_p95
+    headline = [
         _kpi(
             "requests/s",
             _fmt(rate, 3) if rate is not None else "–",
-            _delta(rate, prev_rate, False) if p else None,
+            _delta(rate, prev_rate, None) if p else None,
+            _spark(
+                ids.OVERVIEW_SPARK_RATE,
+                charts.sparkline_figure(g.rates["bucket"], g.rates["requests_per_s"]),
+            ),
         ),
+        _goodput_kpi(g),
+        card(
+            "TTFT p95 (ms)",
+            "ttft_ms_p95",
+            lower_is_better=True,
+            spark=_spark(
+                ids.OVERVIEW_SPARK_TTFT,
+                charts.sparkline_figure(fleet["bucket"], fleet["ttft_ms"]),
+            ),
+        ),
+        card(
+            "ITL p95 (ms)",
+            "itl_ms_p95",
+            lower_is_better=True,
+            spark=_spark(
+                ids.OVERVIEW_SPARK_ITL, charts.sparkline_figure(fleet["bucket"], fleet["itl_ms"])
+            ),
+        ),
+        # Filled by the money callback: the plans take about a second per engine when cold.
+        _kpi(
+            "to save a month (best plans)",
+            "…",
+            html.Div("computing the plans…", className="kpi-delta", id=ids.OVERVIEW_SAVES_NOTE),
+            value_id=ids.OVERVIEW_SAVES,
+        ),
+    ]
+    cards = [
+        card("requests", "requests"),
         card("input tokens", "input_tokens"),
         card("output tokens", "output_tokens"),
         _kpi(
@@ -86,10 +181,13 @@ def _kpi_cards(cur, view: filterbar.View, now: datetime, table_error: float = 0.
     ]
     for m, label in (("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("e2e_ms", "E2E")):
         for q in ("p50", "p95", "p99"):
+            if m != "e2e_ms" and q == "p95":
+                continue  # in the headline row, with its sparkline
             cards.append(card(f"{label} {q} (ms)", f"{m}_{q}", lower_is_better=True))
     return html.Div(
         # One note for the cards and the per-model table: the larger of their errors.
         [
+            html.Div(headline, className="kpis"),
             html.Div(cards, className="kpis"),
             _accuracy(max(cast(float, k["relative_error"]), table_error)),
         ],
@@ -143,7 +241,181 @@ def _model_table(frame) -> html.Table:
     )
 
 
-def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
+def _card(title: str, body: list) -> html.Div:
+    return html.Div([html.H3(title), *body], className="card")
+
+
+def _graph(graph_id: str, figure: dict) -> dcc.Graph:
+    return dcc.Graph(id=graph_id, figure=figure, config=GRAPH_CONFIG)
+
+
+def _latency_lines(lat: glance_service.Latency, measure: str) -> tuple[pd.DataFrame, bool]:
+    """One line per engine at its SLO percentile with its target; the fleet's p95 and the
+    fleet's target when the window names no engine. Also whether any target is drawn."""
+    parts = []
+    for e in lat.engines:
+        target = getattr(e.slo, measure) if e.slo is not None else None
+        parts.append(charts.latency_frame(e.engine, e.series, measure, target, e.percentile))
+    if lat.fleet_p95 is not None:
+        s = lat.fleet_slo
+        target = getattr(s, measure) if s is not None else None
+        parts.append(charts.latency_frame("all requests", lat.fleet_p95, measure, target, 95.0))
+    if not parts:
+        return pd.DataFrame(columns=list(charts.LATENCY_COLUMNS)), False
+    lines = pd.concat(parts, ignore_index=True)
+    return lines, bool(lines["target"].notna().any())
+
+
+def _latency_note(lat: glance_service.Latency, any_target: bool) -> str:
+    who = (
+        "One line per engine (the busiest first) at its SLO's percentile, its target dashed in "
+        "the same colour (click a legend entry to hide an engine)"
+        if lat.engines
+        else "All requests (none names an engine) at p95, the fleet's target dashed"
+    )
+    note = f"{who}; per {lat.bucket} bucket."
+    if lat.relative_error:
+        note += f" From hourly rollups: each quantile within ±{lat.relative_error:.2%}."
+    if not any_target:
+        note += " " + HOW_TO_SET
+    return note
+
+
+def latency_outputs(
+    db: Database, query: dict, now: datetime, tz: str, fleet: Fleet
+) -> tuple[dict, dict, str]:
+    """The TTFT and ITL charts against the SLO lines for a URL query, and their note."""
+    flt = filterbar.parse_query(query, now).filter()
+    lat = glance_service.latency(db, flt, fleet, tz=tz)
+    ttft, ttft_target = _latency_lines(lat, "ttft_ms")
+    itl, itl_target = _latency_lines(lat, "itl_ms")
+    return (
+        charts.latency_slo_figure(ttft, "TTFT"),
+        charts.latency_slo_figure(itl, "ITL"),
+        _latency_note(lat, ttft_target or itl_target),
+    )
+
+
+LATENCY_WAIT = "Computing each engine's TTFT and ITL at its SLO percentile…"
+_NO_LINES = pd.DataFrame(columns=list(charts.LATENCY_COLUMNS))
+
+
+def _charts(g: glance_service.Glance, query: dict) -> html.Div:
+    target = g.goodput_target()
+    if len(g.goodput):
+        not_measured = float(g.goodput["not_measured"].sum())
+        goodput = [
+            _graph(ids.OVERVIEW_GOODPUT, charts.goodput_figure(g.goodput, target)),
+            html.P(
+                f"Share of requests per {g.bucket} bucket that met every target of their "
+                f"engine (the fleet's for the rest); dashed: the target. {not_measured:,.0f} "
+                "not measured (a targeted value missing) are left out. Exact, from raw rows.",
+                className="muted",
+            ),
+        ]
+    else:
+        goodput = [html.P(HOW_TO_SET, className="muted", id=ids.OVERVIEW_GOODPUT_NONE)]
+    return html.Div(
+        [
+            _card(
+                "Requests/s",
+                [
+                    _graph(ids.OVERVIEW_RATE, charts.rate_figure(g.rates)),
+                    html.P(
+                        f"Mean requests per second in each {g.bucket} bucket (a sampled row "
+                        "counts 1/sample_rate requests).",
+                        className="muted",
+                    ),
+                ],
+            ),
+            _card("Goodput", goodput),
+            # One query per engine: drawn by the latency callback after the page.
+            _card(
+                "TTFT against the SLO",
+                [
+                    dcc.Store(id=ids.OVERVIEW_LATENCY_QUERY, data=dict(query)),
+                    _graph(ids.OVERVIEW_TTFT, charts.latency_slo_figure(_NO_LINES, "TTFT")),
+                ],
+            ),
+            _card(
+                "ITL against the SLO",
+                [
+                    _graph(ids.OVERVIEW_ITL, charts.latency_slo_figure(_NO_LINES, "ITL")),
+                    html.P(LATENCY_WAIT, className="muted", id=ids.OVERVIEW_LATENCY_NOTE),
+                ],
+            ),
+        ],
+        className="two-col",
+        id=ids.OVERVIEW_CHARTS,
+    )
+
+
+MONEY_WAIT = (
+    "Computing each engine's plans with the performance model (a few seconds per engine the "
+    "first time, then cached for 5 minutes)…"
+)
+_NO_MONEY = pd.DataFrame(columns=list(glance_service.MONEY_COLUMNS))
+
+
+def _money_card() -> html.Div:
+    return html.Div(
+        [
+            html.H3("GPU-hours and money: now vs the best plan"),
+            # Drawn by the money callback after the page: the plans run the performance model.
+            dcc.Store(id=ids.OVERVIEW_MONEY_QUERY, data={"weeks": 4}),
+            _graph(ids.OVERVIEW_MONEY, charts.money_figure(_NO_MONEY, "GPU-hours/month")),
+            html.P(MONEY_WAIT, className="muted", id=ids.OVERVIEW_MONEY_NOTE),
+        ],
+        className="card",
+    )
+
+
+def money_outputs(
+    db: Database, now: datetime, tz: str, fleet: Fleet, weeks: int = 4
+) -> tuple[dict, str | list, str, str]:
+    """The money chart, its note, and the headline KPI's value and note."""
+    m = glance_service.money(db, now=now, tz=tz, fleet=fleet, weeks=weeks)
+    if m.frame.empty and not m.left_out:
+        return (
+            charts.money_figure(m.frame, m.unit),
+            "No engine profile yet: add one on the Rightsizing page to see its plans in "
+            "GPU-hours and, with a cost per GPU-hour, in money.",
+            "–",
+            "no engine profile",
+        )
+    figure = charts.money_figure(m.frame, m.unit, m.currency)
+    words = (
+        f"Per engine: today's GPU-hours{' and cost' if m.currency else ''} a month against the "
+        f"plan with the fewest GPU-hours that holds the traffic within its SLO, from the last "
+        f"{weeks} whole weeks (whatever the window above). "
+        + (
+            ""
+            if m.currency
+            else "In GPU-hours: set cost_per_gpu_hour on every engine (or "
+            "TOKENSHAPE_COST_PER_GPU_HOUR) to see money. "
+        )
+    )
+    note: list = [words, html.Ul([html.Li(str(v)) for v in m.frame["verdict"]])]
+    if m.left_out:
+        note.append("Left out: " + "; ".join(m.left_out))
+    if m.saves is None:
+        value = "–"
+    elif m.currency:
+        value = money(max(m.saves, 0.0), m.currency)
+    else:
+        value = f"{max(m.saves, 0.0):,.0f} GPU-h"
+    before = m.frame["now"].sum()
+    after = m.frame["best"].sum()
+    if m.currency:
+        kpi_note = f"{money(before, m.currency)} → {money(after, m.currency)} a month"
+    else:
+        kpi_note = f"{before:,.0f} → {after:,.0f} GPU-hours a month"
+    return figure, note, value, kpi_note
+
+
+def layout_for(
+    db: Database, query: dict, now: datetime, tz: str = "UTC", fleet: Fleet = Fleet()
+) -> html.Div:
     """The page for a URL query."""
     cur = db.cursor()
     info = overview.span(cur)
@@ -166,8 +438,11 @@ def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
     if frame.empty:
         parts.append(filterbar.empty_state(view, ids.OVERVIEW_WINDOW_EMPTY))
     else:
+        g = glance_service.glance(db, flt, fleet, tz=tz)
         parts += [
-            _kpi_cards(cur, view, now, frame.attrs["relative_error"]),
+            _kpi_cards(cur, view, now, g, frame.attrs["relative_error"]),
+            _charts(g, query),
+            _money_card(),
             html.H3("Per model"),
             _model_table(frame),
         ]
@@ -193,6 +468,44 @@ def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
     return html.Div(parts)
 
 
-def register(db: Database, clock: Callable[[], datetime]) -> None:
-    """Register the page at /; its layout follows the URL's query."""
-    register_page(__name__, "/", "Overview", 0, lambda **query: layout_for(db, query, clock()))
+def register(
+    app: Dash, db: Database, clock: Callable[[], datetime], tz: str, fleet: Fleet = Fleet()
+) -> None:
+    """Register the page at / (its layout follows the URL's query) and the callback that draws
+    the money chart after it; `fleet` holds the settings' default SLO and cost."""
+    register_page(
+        __name__, "/", "Overview", 0, lambda **query: layout_for(db, query, clock(), tz, fleet)
+    )
+
+    @app.callback(
+        Output(ids.OVERVIEW_TTFT, "figure"),
+        Output(ids.OVERVIEW_ITL, "figure"),
+        Output(ids.OVERVIEW_LATENCY_NOTE, "children"),
+        Input(ids.OVERVIEW_LATENCY_QUERY, "data"),
+    )
+    async def _latency(query):  # type: ignore[no-untyped-def]
+        # The query is the client's: parsed and validated exactly as the page's URL is.
+        clean = {k: v for k, v in (query or {}).items() if isinstance(v, str)}
+        return await asyncio.to_thread(latency_outputs, db, clean, clock(), tz, fleet)
+
+    @app.callback(
+        Output(ids.OVERVIEW_MONEY, "figure"),
+        Output(ids.OVERVIEW_MONEY_NOTE, "children"),
+        Output(ids.OVERVIEW_SAVES, "children"),
+        Output(ids.OVERVIEW_SAVES_NOTE, "children"),
+        Input(ids.OVERVIEW_MONEY_QUERY, "data"),
+    )
+    async def _money(data):  # type: ignore[no-untyped-def]
+        # Only the number of weeks comes from the client, and only as a small whole number.
+        weeks = (data or {}).get("weeks")
+        weeks = weeks if isinstance(weeks, int) and 1 <= weeks <= 8 else 4
+        try:
+            return await asyncio.to_thread(money_outputs, db, clock(), tz, fleet, weeks)
+        except Exception as exc:  # a broken plan must not leave the card waiting forever
+            log.exception("overview: the money chart failed")
+            return (
+                charts.money_figure(_NO_MONEY, "GPU-hours/month"),
+                f"The plans could not be computed: {exc}",
+                "–",
+                "plans unavailable",
+            )

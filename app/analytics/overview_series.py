@@ -1,0 +1,90 @@
+"""The Overview's latency series: one quantile of TTFT and ITL per time bucket, per engine.
+
+`app/analytics/latency.trend` has p50/p90/p99 only; the Overview draws latency at each
+engine's SLO percentile (p95 unless a profile says otherwise), so it asks for that quantile
+through the same machinery: hourly and daily buckets of a window of a day or more read the
+hourly rollups (quantiles within RELATIVE_ERROR, `frame.attrs["relative_error"]`), the rest
+reads raw rows (exact; weighted by 1/sample_rate when the window holds sampled rows)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import duckdb
+import pandas as pd
+
+from app.analytics import rollups, weighted
+from app.analytics.filters import WEIGHT, Filter
+from app.analytics.windows import BUCKETS
+from app.storage.rollups import RELATIVE_ERROR
+
+MEASURES = ("ttft_ms", "itl_ms")
+
+
+def quantile_over_time(
+    cur: duckdb.DuckDBPyConnection,
+    flt: Filter,
+    bucket: str,
+    tz: str,
+    q: float = 0.95,
+    *,
+    exact: bool = False,
+) -> pd.DataFrame:
+    """Per time bucket (`windows.BUCKETS`, local to `tz`): `bucket`, `requests` (weighted) and
+    the `q` quantile of TTFT and ITL in columns `ttft_ms` and `itl_ms` (NaN: none measured)."""
+    seconds = BUCKETS[bucket]
+    sp = None if exact or seconds < 3600 else rollups.local_split(cur, flt, tz)
+    if sp is not None:
+        found = rollups.values_over_time(cur, flt, sp, seconds, tz, MEASURES, (q,))
+        if found is not None:
+            frame, stats = found
+            for m in MEASURES:
+                frame[m] = stats[m][:, 0]
+            frame["requests"] = frame["requests"].astype(float)
+            frame.attrs["relative_error"] = RELATIVE_ERROR
+            return frame
+    where, params = flt.where()
+    lead = [seconds, tz]
+    if weighted.is_sampled(cur, flt):
+        source = (
+            "(SELECT time_bucket(to_seconds(?), started_at, ?) AS bucket, * FROM requests "
+            f"WHERE {where})"
+        )
+        frame = cur.execute(
+            f"SELECT bucket, sum({WEIGHT}) AS requests FROM {source} GROUP BY 1 ORDER BY 1",
+            [*lead, *params],
+        ).df()
+        found_q = weighted.quantiles(cur, source, [*lead, *params], ("bucket",), MEASURES, (q,))
+        # DuckDB hands the keys back as Python datetimes: match them as Timestamps.
+        by_time = {(pd.Timestamp(k[0]), k[1]): v[0] for k, v in found_q.items()}
+        for m in MEASURES:
+            frame[m] = [by_time.get((pd.Timestamp(b), m)) for b in frame["bucket"]]
+    else:
+        cols = ", ".join(f"quantile_cont({m}, ?) AS {m}" for m in MEASURES)
+        frame = cur.execute(
+            "SELECT time_bucket(to_seconds(?), started_at, ?) AS bucket, "
+            f"count(*)::DOUBLE AS requests, {cols} FROM requests WHERE {where} "
+            "GROUP BY 1 ORDER BY 1",
+            [*lead, *([q] * len(MEASURES)), *params],
+        ).df()
+    for m in MEASURES:
+        frame[m] = pd.to_numeric(frame[m], errors="coerce").astype(float)
+    frame["requests"] = frame["requests"].astype(float)
+    frame.attrs["relative_error"] = 0.0
+    return frame
+
+
+def engines_in(cur: duckdb.DuckDBPyConnection, flt: Filter, limit: int = 12) -> list[str]:
+    """The named engines of the window, busiest first (at most `limit`)."""
+    where, params = flt.where()
+    rows = cur.execute(
+        f"SELECT engine FROM requests WHERE {where} AND engine IS NOT NULL "
+        f"GROUP BY engine ORDER BY sum({WEIGHT}) DESC, engine LIMIT ?",
+        [*params, limit],
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def for_engine(flt: Filter, engine: str) -> Filter:
+    """The filter narrowed to one engine (already within the filter's engines)."""
+    return replace(flt, engines=(engine,))

@@ -1,0 +1,169 @@
+"""The Overview's series and money: requests/s, goodput and TTFT/ITL at each engine's SLO
+percentile over a window, and each engine's GPU-hours or money now against its best plan.
+
+Joins the traffic rates (`app/analytics/traffic.py`), the goodput ledger (`app/services/slo.py`),
+the latency quantiles (`app/analytics/overview_series.py`) and the plans in money
+(`app/services/economics.py`) for the Overview page."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import pandas as pd
+
+from app.analytics import overview_series, traffic, windows
+from app.analytics.filters import Filter
+from app.services import economics, slo
+from app.sizing.slo import DEFAULT_PERCENTILE, Fleet, Slo
+from app.storage.database import Database
+
+MONEY_COLUMNS = (
+    "engine",
+    "now",
+    "best",
+    "now_label",
+    "best_label",
+    "now_replicas",
+    "best_replicas",
+    "verdict",
+)
+
+
+@dataclass(frozen=True)
+class EngineLatency:
+    """One engine's TTFT and ITL at its SLO percentile per bucket, and its targets."""
+
+    engine: str
+    slo: Slo | None
+    percentile: float
+    series: pd.DataFrame  # bucket, requests, ttft_ms, itl_ms
+
+
+@dataclass(frozen=True)
+class Glance:
+    """What the Overview's KPIs and first charts draw over one window."""
+
+    bucket: str
+    rates: pd.DataFrame  # bucket, requests, requests_per_s (weighted by 1/sample_rate)
+    goodput: pd.DataFrame  # slo.goodput_series: t, requests, good, not_measured, missed, …
+    fleet_p95: pd.DataFrame  # bucket, requests, ttft_ms, itl_ms: p95 of every request
+
+    def goodput_total(self) -> float | None:
+        """Goodput over the whole window (good / judged), None when nothing was judged."""
+        if not len(self.goodput):
+            return None
+        judged = float((self.goodput["good"] + self.goodput["missed"]).sum())
+        return float(self.goodput["good"].sum()) / judged if judged > 0 else None
+
+    def goodput_target(self) -> float | None:
+        """The window's target share, weighted by the requests judged."""
+        if not len(self.goodput):
+            return None
+        judged = self.goodput["good"] + self.goodput["missed"]
+        total = float(judged.sum())
+        if total <= 0:
+            return None
+        return float((self.goodput["target"].fillna(0) * judged).sum()) / total
+
+
+def bucket_of(db: Database, flt: Filter) -> str:
+    """The trend bucket of the filter's window (as every trend page picks it)."""
+    start, end, _ = windows.span(db.cursor(), flt)
+    return windows.bucket_for(start, end)
+
+
+def glance(
+    db: Database, flt: Filter, fleet: Fleet, *, tz: str = "UTC", bucket: str | None = None
+) -> Glance:
+    """The window's requests/s, goodput and fleet-wide TTFT/ITL p95 per bucket."""
+    cur = db.cursor()
+    bucket = bucket or bucket_of(db, flt)
+    rates = traffic.rates(cur, flt, bucket, tz)
+    good = slo.goodput_series(db, flt, fleet, tz=tz, bucket=bucket)
+    fleet_p95 = overview_series.quantile_over_time(cur, flt, bucket, tz, DEFAULT_PERCENTILE / 100)
+    return Glance(bucket, rates, good, fleet_p95)
+
+
+@dataclass(frozen=True)
+class Latency:
+    """TTFT and ITL against the SLO lines: per engine, or the fleet's when none is named."""
+
+    bucket: str
+    engines: list[EngineLatency]  # the busiest first
+    fleet_p95: pd.DataFrame | None  # only when the window names no engine
+    fleet_slo: Slo | None  # the fleet's default targets (settings), if any
+    relative_error: float  # of the quantiles (0: exact)
+
+
+def latency(
+    db: Database, flt: Filter, fleet: Fleet, *, tz: str = "UTC", bucket: str | None = None
+) -> Latency:
+    """Each engine's TTFT and ITL per bucket at its own SLO percentile (p95 without one)."""
+    cur = db.cursor()
+    bucket = bucket or bucket_of(db, flt)
+    led = slo.ledger(db, fleet)
+    engines, errors = [], [0.0]
+    for name in overview_series.engines_in(cur, flt):
+        target = led.slo_of(name)
+        percentile = target.percentile if target is not None else DEFAULT_PERCENTILE
+        series = overview_series.quantile_over_time(
+            cur, overview_series.for_engine(flt, name), bucket, tz, percentile / 100
+        )
+        errors.append(float(series.attrs.get("relative_error", 0.0)))
+        engines.append(EngineLatency(name, target, percentile, series))
+    fleet_p95 = None
+    if not engines:
+        fleet_p95 = overview_series.quantile_over_time(
+            cur, flt, bucket, tz, DEFAULT_PERCENTILE / 100
+        )
+        errors.append(float(fleet_p95.attrs.get("relative_error", 0.0)))
+    return Latency(bucket, engines, fleet_p95, led.default, max(errors))
+
+
+@dataclass(frozen=True)
+class Money:
+    """Per engine now against its best plan, in money when every engine is priced, else in
+    GPU-hours a month; the fleet's headline and why an engine is left out."""
+
+    frame: pd.DataFrame  # MONEY_COLUMNS
+    unit: str  # "$/month" or "GPU-hours/month"
+    currency: str | None  # None: GPU-hours
+    headline: str
+    saves: float | None  # in money, or GPU-hours when not priced
+    left_out: list[str]  # "engine: why"
+
+
+def money(db: Database, *, now: datetime, tz: str, fleet: Fleet, weeks: int = 4) -> Money:
+    """The fleet's plans as a frame for the now-vs-planned chart (cached by economics)."""
+    m = economics.fleet_money(db, now=now, tz=tz, fleet=fleet, weeks=weeks)
+    priced = m.now_month is not None and m.best_month is not None
+    rows, left_out = [], []
+    for e in m.engines:
+        if e.baseline is None or e.best is None:
+            left_out.append(f"{e.engine}: {e.error or e.verdict}")
+            continue
+        if priced:
+            now_v, best_v = e.baseline.cost_month, e.best.cost_month
+        else:
+            now_v, best_v = e.baseline.gpu_hours_month, e.best.gpu_hours_month
+        rows.append(
+            (
+                e.engine,
+                float(now_v or 0.0),
+                float(best_v or 0.0),
+                e.baseline.label,
+                e.best.label,
+                e.baseline.peak_replicas,
+                e.best.peak_replicas,
+                e.verdict,
+            )
+        )
+    frame = pd.DataFrame(rows, columns=list(MONEY_COLUMNS))
+    if priced:
+        saves = m.saves_month
+        unit = f"{m.currency}/month" if len(m.currency) == 1 else f"{m.currency} per month"
+    else:
+        saves = m.gpu_hours_now_month - m.gpu_hours_best_month if m.engines else None
+        unit = "GPU-hours/month"
+    return Money(frame, unit, m.currency if priced else None, m.headline(), saves, left_out)
