@@ -142,15 +142,34 @@ def _sdk() -> Any:
     return common, config, perf_database, factory, get_model
 
 
+_supported: dict[tuple[str, ...], Any] = {}
+
+
 @lru_cache(maxsize=128)
 def latest_version(system: str, backend: str) -> str | None:
-    """The newest version with measured data of `backend` on `system`, or None."""
+    """The newest version with measured data of `backend` on `system`, or None.
+
+    The library answers by listing every system's databases (parsing each system's YAML),
+    about 4 s per call on this machine, and the answer only changes when its systems folders
+    do: the listing is made once per set of folders and handed to it for the other systems."""
     with _lock:
         _, _, pdb, _, _ = _sdk()
+        paths = tuple(pdb.get_systems_paths())
+        original = pdb.get_supported_databases
+        if paths not in _supported:
+            _supported[paths] = original()
+        listing = _supported[paths]
+
+        def supported(systems_paths: Any = None) -> Any:
+            return listing if systems_paths is None else original(systems_paths)
+
+        pdb.get_supported_databases = supported
         try:
             return pdb.get_latest_database_version(system, backend) or None
         except Exception:  # a system it does not know: no data
             return None
+        finally:
+            pdb.get_supported_databases = original
 
 
 _systems_dir: Path | None = None
