@@ -107,6 +107,12 @@ class Settings(BaseSettings):
     cost_per_gpu_hour: float | None = Field(
         None, ge=0, description="Fleet default cost of one GPU-hour, for plans in money."
     )
+    plans_refresh_s: float = Field(
+        240.0,
+        ge=0,
+        description="How often the fleet's replica plans are computed in the background, so "
+        "pages find them ready (0: only when a page asks).",
+    )
     currency: str = Field(
         "$", min_length=1, max_length=8, description="Currency symbol or code money is shown in."
     )

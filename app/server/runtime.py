@@ -17,12 +17,15 @@ from starlette.requests import HTTPConnection
 from app.auth.state import AuthState
 from app.config import Settings
 from app.jobs.cron import Cron, check_setting
+from app.jobs.plans import PlanWarmer
 from app.jobs.retention import RetentionJob
 from app.jobs.schedule import ReportScheduler
 from app.server.metrics import Metrics
 from app.server.ratelimit import Limit, RateLimiter
 from app.services import report_runs
 from app.services.credentials import Credentials
+from app.services.economics import fleet_money
+from app.sizing.slo import Fleet
 from app.storage.database import Database
 from app.storage.write.writer import Writer
 
@@ -50,6 +53,7 @@ class Runtime:
     writer: Writer | None = None  # set when the lifespan starts it
     retention: RetentionJob | None = None
     report_scheduler: ReportScheduler | None = None
+    plan_warmer: PlanWarmer | None = None
 
     @classmethod
     def build(
@@ -149,7 +153,15 @@ class Runtime:
                     settings.report_tz,
                     settings.report_to,
                 )
+            if settings.plans_refresh_s:
+                self.plan_warmer = PlanWarmer(self._warm_plans, every_s=settings.plans_refresh_s)
+                await stack.enter_async_context(self.plan_warmer)
             yield self
+
+    def _warm_plans(self) -> None:
+        """The fleet's plans for the default window, as the pages ask for them."""
+        settings = self.settings
+        fleet_money(self.db, now=self.clock(), tz=settings.tz, fleet=Fleet.of(settings))
 
 
 def of(conn: HTTPConnection) -> Runtime:

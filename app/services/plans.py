@@ -66,8 +66,12 @@ def calibrated_engine(
     eng = prepare(profile)
     levels = observed_levels(db, flt)
     shapes = [s for lv in levels for s in lv.shapes] or [Shape(512, 256)]
+    # On the batch grid, as the searches the corrections are for (far fewer library calls).
     corr = fit_corrections(
-        eng.step, levels, step_tokens=eng.step_tokens, max_running=eng.max_concurrency(shapes)
+        eng.grid_step,
+        levels,
+        step_tokens=eng.step_tokens,
+        max_running=eng.max_concurrency(shapes),
     )
     with _lock:
         if len(_calibrations) > 64:

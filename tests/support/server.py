@@ -93,7 +93,10 @@ def server_settings(db: Path, **extra) -> Settings:
     """Settings of a test server on a free loopback port over `db`."""
     # Retention off: fixture data has fixed dates, and a server that runs past the job's first
     # minute must not prune it as the real clock moves on (the retention tests turn it on).
-    values = {"retention_days": 0, "reject_retention_days": 0} | extra
+    # Plans warmer off: it runs the performance model for every profiled engine in the
+    # background, which a test that does not look at plans only pays for (tests/unit/app/jobs
+    # drives it directly).
+    values = {"retention_days": 0, "reject_retention_days": 0, "plans_refresh_s": 0} | extra
     return Settings(db=db, port=free_port(), _env_file=None, **values)
 
 
