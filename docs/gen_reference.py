@@ -105,6 +105,17 @@ SETTING_GROUPS: dict[str, tuple[str, ...]] = {
     ),
     "Retention": ("retention_days", "reject_retention_days"),
     "Sizing": ("seasonal_threshold",),
+    "Latency targets and money": (
+        "slo_ttft_ms",
+        "slo_itl_ms",
+        "slo_e2e_ms",
+        "slo_percentile",
+        "cost_per_gpu_hour",
+        "plans_refresh_s",
+        "currency",
+        "api_price_input_per_mtok",
+        "api_price_output_per_mtok",
+    ),
     "Weekly email": (
         "smtp_host",
         "smtp_port",
@@ -524,6 +535,11 @@ RECORD_MEANING = {
     "error_type": "For failures: an HTTP status or exception class.",
     "stream": "Whether the response was streamed.",
     "cached_tokens": "Prompt tokens served from a prefix cache.",
+    "sample_rate": (
+        "For a sampled log: the probability the gateway kept this record (0.01 for a 1% "
+        "sample, at least 2^-56). The record stands for 1/p requests in every count, rate, "
+        "quantile and plan; invalid values are rejected by field. Absent: 1 (not sampled)."
+    ),
 }
 
 
@@ -691,6 +707,10 @@ def ingest() -> str:
         "(NaN and Infinity are refused by name).\n",
         "- Text fields hold valid Unicode: a lone UTF-16 surrogate escape such as `\\ud800` "
         "rejects that record, by field.\n",
+        "- `sample_rate` (a sampled log): 0 < p ≤ 1 and at least 2^-56, else that record is "
+        "rejected with a sentence saying what to send; absent means 1. The record counts "
+        "1/p requests in every view ([sampled telemetry](../concepts.md#sampled-telemetry)); "
+        "OTLP spans take it from `tracestate` `ot=th:…`, LiteLLM from `metadata.sample_rate`.\n",
         "- A missing `request_id` becomes `sha1:` + the SHA-1 of the record's content, so an "
         "identical re-send is still a duplicate.\n",
         "- (`gateway`, `request_id`) is unique: a record already stored (or earlier in the "
@@ -747,6 +767,7 @@ TABLES: dict[str, dict[str, str]] = {
                 "error_type",
                 "stream",
                 "cached_tokens",
+                "sample_rate",
             )
         },
     },
@@ -819,6 +840,7 @@ TABLES: dict[str, dict[str, str]] = {
         "ib": "Half-octave ISL bin index.",
         "ob": "Half-octave OSL bin index.",
         "n": "Requests.",
+        "w": "Requests the rows stand for: Σ 1/`sample_rate` (= `n` when nothing is sampled).",
     },
     "rollup_values": {
         "": "Hourly value buckets of ISL, OSL, TTFT, ITL and E2E (quantiles within ±0.99%).",
@@ -826,7 +848,8 @@ TABLES: dict[str, dict[str, str]] = {
         "b": "Bucket `[1.02^b, 1.02^(b+1))`; −32768 holds 0.",
         "n": "Values in the bucket.",
         "vmax": "Largest value in the bucket (maxima stay exact).",
-        "vsum": "Sum of the bucket's values (token totals stay exact).",
+        "vsum": "Sum of the bucket's values, each times 1/`sample_rate` (token totals exact).",
+        "w": "Values the bucket stands for: Σ 1/`sample_rate`.",
     },
     "rollup_gaps": {
         "": "Hourly per-token gaps of `token_gaps_ms` by output-token position bin.",
@@ -834,6 +857,7 @@ TABLES: dict[str, dict[str, str]] = {
         "b": "Gap bucket, as in `rollup_values`.",
         "n": "Gaps in the bucket.",
         "vmax": "Largest gap in the bucket.",
+        "w": "Gaps the bucket stands for: each weighs its request's 1/`sample_rate`.",
     },
     "rollup_ttft": {
         "": "Hourly TTFT by half-octave ISL bin, with the sums of a least-squares fit.",
@@ -841,10 +865,11 @@ TABLES: dict[str, dict[str, str]] = {
         "b": "TTFT bucket, as in `rollup_values`.",
         "n": "Requests in the bucket.",
         "vmax": "Largest TTFT in the bucket.",
-        "sx": "Σ isl.",
+        "sx": "Σ isl (each row times 1/`sample_rate`, as the other sums).",
         "sy": "Σ ttft_ms.",
         "sxy": "Σ isl · ttft_ms.",
         "sxx": "Σ isl².",
+        "w": "Requests the bucket stands for: Σ 1/`sample_rate`.",
     },
     "rollup_dirty": {
         "": "Hours whose rollups are stale (read raw until rebuilt).",
