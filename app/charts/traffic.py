@@ -1,4 +1,4 @@
-"""Traffic figures: rates over time, the weekday x hour pattern, replica plans."""
+"""Traffic figures: rates over time and the weekday x hour pattern (replica plans: plans.py)."""
 
 from __future__ import annotations
 
@@ -95,24 +95,3 @@ def _runs(hours: Sequence[int]) -> list[list[int]]:
         else:
             runs.append([h])
     return runs
-
-
-def replicas_figure(plans: Sequence[tuple[str, list[int]]]) -> go.Figure:
-    """Replicas per hour of day for each plan, as steps."""
-    fig = go.Figure()
-    for (name, per_hour), colour in zip(plans, ("#6c7a96", "#e0b23e", "#2a9d8f"), strict=False):
-        fig.add_trace(
-            go.Scatter(
-                x=list(range(25)),
-                y=[*per_hour, per_hour[-1]],
-                mode="lines",
-                line={"shape": "hv", "color": colour, "width": 3 if name == "seasonal" else 2},
-                name=name,
-                hovertemplate=f"{name}: %{{y}} replicas from %{{x}}:00<extra></extra>",
-            )
-        )
-    fig.update_xaxes(
-        tickvals=list(range(0, 25, 2)), ticktext=[f"{h:02d}:00" for h in range(0, 25, 2)]
-    )
-    fig.update_yaxes(rangemode="tozero", dtick=1)
-    return layout(fig, "hour of day", "replicas", height=300)

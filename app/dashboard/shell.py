@@ -25,6 +25,7 @@ from app.dashboard.pages import (
 from app.dashboard.speedups import plotlyjs, polyfill, prefetched
 from app.server.runtime import Runtime
 from app.services.credentials import Credentials
+from app.sizing.slo import Fleet
 
 # What only admins may load or change: the gate refuses others with a 403 (the pages and
 # callbacks check again themselves).
@@ -88,12 +89,12 @@ def mount(server: FastAPI, runtime: Runtime) -> Dash:
         use_async=True,  # layouts and callbacks are coroutines that query in a worker thread
     )
     app.runtime_served = polyfill.runtime_served()
-    overview.register(db, clock)
-    shapes.register(app, db, clock)
-    latency.register(app, db, clock, tz)
+    overview.register(app, db, clock, tz, Fleet.of(settings))
+    shapes.register(app, db, clock, Fleet.of(settings))
+    latency.register(app, db, clock, tz, Fleet.of(settings))
     traffic.register(db, clock, tz)
-    rightsizing.register(app, db, clock)
-    seasonal.register(db, clock, tz, settings.seasonal_threshold)
+    rightsizing.register(app, db, clock, tz, Fleet.of(settings))
+    seasonal.register(db, clock, tz, settings.seasonal_threshold, Fleet.of(settings))
     reports.register(db, clock, settings)
     admin.register(app, Credentials(db, runtime.auth))
     logo = app.get_asset_url("logo.svg")

@@ -143,6 +143,7 @@ def _sdk() -> Any:
 
 
 _supported: dict[tuple[str, ...], Any] = {}
+_systems_dir: Path | None = None
 
 
 @lru_cache(maxsize=128)
@@ -154,10 +155,13 @@ def latest_version(system: str, backend: str) -> str | None:
     do: the listing is made once per set of folders and handed to it for the other systems."""
     with _lock:
         _, _, pdb, _, _ = _sdk()
-        paths = tuple(pdb.get_systems_paths())
+        # Keyed by the library's own folders: the roofline specs tokenshape adds in its private
+        # folder hold no measured data, so they never change which version is the newest.
+        ours = str(_systems_dir) if _systems_dir is not None else None
+        paths = tuple(p for p in pdb.get_systems_paths() if p != ours)
         original = pdb.get_supported_databases
         if paths not in _supported:
-            _supported[paths] = original()
+            _supported[paths] = original(list(paths))
         listing = _supported[paths]
 
         def supported(systems_paths: Any = None) -> Any:
@@ -170,9 +174,6 @@ def latest_version(system: str, backend: str) -> str | None:
             return None
         finally:
             pdb.get_supported_databases = original
-
-
-_systems_dir: Path | None = None
 
 
 def _private_dir(prefix: str) -> Path:

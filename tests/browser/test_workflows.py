@@ -3,6 +3,7 @@ profile edits, logins, the seasonal page over four weeks ending now, an empty da
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -60,33 +61,60 @@ def _field(name: str) -> str:
 def test_rightsizing_page_recommends_and_a_profile_edit_changes_it(demo_live, browser, tmp_path):
     page = browser.new_page(viewport={"width": 1366, "height": 768})
     errors = console_errors(page)
-    # The fleet: every demo engine with its verdict; chat-8b is the over-provisioned one.
-    page.goto(demo_live.url + "/rightsizing?window=30d")
+    # The fleet: every demo engine at once; replicas, money and verdicts follow from a callback.
+    page.goto(demo_live.url + "/rightsizing?window=30d", wait_until="load")
     fleet = page.locator("#rightsizing-fleet")
     fleet.wait_for(timeout=30_000)
     for engine in ("chat-8b", "llm-70b", "code-7b"):
         assert engine in fleet.inner_text()
-    page.goto(demo_live.url + "/rightsizing?engine=chat-8b&window=30d")
+    total = page.locator("#rightsizing-fleet-total")
+    total.wait_for(timeout=180_000)
+    assert "a month now" in total.inner_text() and "best plan" in total.inner_text()
+    assert "→ $" in fleet.inner_text()  # cost per month now → best plan, per engine
+    built = json.loads(demo_live.scalar("SELECT profile FROM engines WHERE name = 'chat-8b'"))
+    page.goto(demo_live.url + "/rightsizing?engine=chat-8b&window=30d", wait_until="load")
     verdict = page.locator("#rightsizing-verdict")
-    verdict.wait_for(timeout=30_000)
-    assert "Built for 4,096-token prompts" in verdict.inner_text()
-    assert "more concurrent requests" in verdict.inner_text()
+    verdict.wait_for(timeout=60_000)
+    assert f"Built for {built['max_input_len']:,}-token prompts" in verdict.inner_text()
+    assert "replica" in verdict.inner_text() and "SLO" in verdict.inner_text()
+    # Replicas and money: today's count from the profile, what the rebuild needs, the SLO, and
+    # the plans per month from the callback.
+    replicas = page.locator("#rightsizing-replicas")
+    assert "running today" in replicas.inner_text()
+    assert f"{built['replicas']}" in replicas.locator(".kpi").first.inner_text()
+    assert "TTFT p95 ≤ 800 ms, ITL p95 ≤ 40 ms" in replicas.inner_text()
+    page.wait_for_selector("#rightsizing-money table", timeout=120_000)
+    money = page.locator("#rightsizing-money").inner_text()
+    assert "GPU-hours / month" in money and "$" in money
+    assert "Cost per million tokens" in money
     page.locator("#rightsizing-heatmap .heatmaplayer").wait_for(timeout=30_000)
     legend = page.locator("#rightsizing-heatmap .legend").text_content()
-    assert "current: max_input_len 4,096" in legend and "recommended: max_input_len" in legend
+    assert f"current: max_input_len {built['max_input_len']:,}" in legend
+    assert "recommended: max_input_len" in legend
     assert (
         "vllm serve meta-llama/Llama-3.1-8B-Instruct"
         in page.locator("#rightsizing-cmd-vllm").inner_text()
     )
     assert "needs Blackwell" in page.locator("#rightsizing-whatif").inner_text()
     screenshot(page, tmp_path, "rightsizing")
+    # The SLO and replicas in the editor: saved like the other fields, and the block follows.
+    page.fill(_field("slo_ttft_ms"), "500")
+    page.fill(_field("replicas"), "3")
+    page.click("#rightsizing-save")
+    page.wait_for_url("**saved=**")
+    page.locator("#rightsizing-replicas").wait_for(timeout=60_000)
+    assert "TTFT p95 ≤ 500 ms" in page.locator("#rightsizing-replicas").inner_text()
+    stored = json.loads(demo_live.scalar("SELECT profile FROM engines WHERE name = 'chat-8b'"))
+    assert stored["slo_ttft_ms"] == 500 and stored["replicas"] == 3
     # Edit the profile: built for 8,192-token prompts now. Saving reloads with new numbers.
     page.fill(_field("max_input_len"), "8192")
     page.fill(_field("max_seq_len"), "16384")
     page.click("#rightsizing-save")
-    page.wait_for_url("**saved=**")
-    verdict.wait_for(timeout=30_000)
-    assert "Built for 8,192-token prompts" in verdict.inner_text()
+    page.wait_for_function(
+        "() => (document.querySelector('#rightsizing-verdict') || {}).innerText"
+        "?.includes('Built for 8,192-token prompts')",
+        timeout=60_000,
+    )
     stored = demo_live.scalar("SELECT profile FROM engines WHERE name = 'chat-8b'")
     assert '"max_seq_len": 16384' in stored
     # An invalid edit is refused with the field named, and nothing is stored.
@@ -115,14 +143,17 @@ def test_seasonal_page_shows_the_night_batch_window(settings, demo_template, bro
     try:
         page = browser.new_page(viewport={"width": 1366, "height": 768})
         errors = console_errors(page)
-        page.goto(live.url + "/seasonal?engine=llm-70b&weeks=4")
+        page.goto(live.url + "/seasonal?engine=llm-70b&weeks=4", wait_until="load")
         verdict = page.locator("#seasonal-verdict")
-        verdict.wait_for(timeout=30_000)
-        assert verdict.inner_text().startswith("Run one engine")
+        verdict.wait_for(timeout=120_000)
         page.locator("#seasonal-matrix .heatmaplayer").wait_for(timeout=30_000)
         legend = page.locator("#seasonal-matrix .legend").text_content()
         with live.client() as c:
-            body = c.get("/api/engines/llm-70b/seasonal", params={"weeks": 4}).json()
+            body = c.get("/api/engines/llm-70b/seasonal", params={"weeks": 4}, timeout=120).json()
+        assert verdict.inner_text() == body["verdict"]  # the page and the API agree
+        if body["verdict"].startswith("Run one engine"):
+            # One engine: the page names what sets its replicas.
+            assert "What sets the replicas" in page.locator("#seasonal-binding").inner_text()
         windows = body["plans"]["seasonal"]["windows"]
         for w in windows:
             assert w["hours"] in legend  # both windows are drawn on the matrix
@@ -131,19 +162,42 @@ def test_seasonal_page_shows_the_night_batch_window(settings, demo_template, bro
         start, end = (int(t[:2]) for t in long_window.split("–"))
         hours = {h % 24 for h in range(start, end if end > start else end + 24)}
         assert set(range(22, 24)) | set(range(0, 6)) <= hours
-        assert "GPU-hours" in page.locator("#seasonal-plans").inner_text()
+        # The plans with money: GPU-hours and cost per month each, the best one's saving.
+        plans = page.locator("#seasonal-plans").inner_text()
+        assert "GPU-hours / month" in plans and "$" in plans
+        for name in ("now", "rebuilt", "hourly", "seasonal"):
+            assert name in plans
+        assert "llm-70b" in page.locator("#seasonal-money .verdict").inner_text()
+        # Replicas per hour with what set them, and the predicted latency against the SLO.
+        steps = page.locator("#seasonal-replicas .scatterlayer .trace")
+        steps.first.wait_for(state="attached", timeout=30_000)  # a flat line has no height
+        assert "set by" in page.locator("#seasonal-replicas .legend").text_content()
+        page.locator("#seasonal-latency .barlayer").first.wait_for(state="attached", timeout=30_000)
+        assert "TTFT target 3,000 ms" in page.locator("#seasonal-latency .legend").text_content()
         cards = page.locator("#seasonal-windows").inner_text()
         assert cards.count("trtllm-build") == 2
-        page.goto(live.url + "/seasonal?engine=llm-70b&weeks=4&days=split")
-        days = page.locator("#seasonal-days")
-        days.wait_for(timeout=30_000)
-        assert "weekday and weekend configurations" in days.inner_text().lower()
+        # The deploy documents, copyable, for the namespace typed in.
+        keda = page.locator("#seasonal-keda").inner_text()
+        assert "kind: ScaledObject" in keda and "namespace: llm" in keda
+        assert "HorizontalPodAutoscaler" in page.locator("#seasonal-kubernetes").inner_text()
+        assert "max_tokens_in_paged_kv_cache" in page.locator("#seasonal-deploy").inner_text()
+        assert page.locator("#seasonal-deploy .copy").count() >= 3
+        page.locator("#seasonal-deploy").screenshot(path=str(tmp_path / "seasonal-deploy.png"))
+        page.fill("#seasonal-namespace", "inference")
+        page.locator("#seasonal-deploy-form button").click()
+        page.wait_for_url("**namespace=inference**")
+        page.locator("#seasonal-keda").wait_for(timeout=120_000)
+        assert "namespace: inference" in page.locator("#seasonal-keda").inner_text()
         screenshot(page, tmp_path, "seasonal")
-        # Drift on the Overview: the over-provisioned chat-8b is named.
-        page.goto(live.url + "/")
+        page.goto(live.url + "/seasonal?engine=llm-70b&weeks=4&days=split", wait_until="load")
+        days = page.locator("#seasonal-days")
+        days.wait_for(timeout=120_000)
+        assert "weekday and weekend configurations" in days.inner_text().lower()
+        # Drift on the Overview: the over-provisioned code-7b is named.
+        page.goto(live.url + "/", wait_until="load")
         drift = page.locator("#drift-panel")
-        drift.wait_for(timeout=30_000)
-        assert "chat-8b" in drift.inner_text() and "over-provisioned" in drift.inner_text()
+        drift.wait_for(timeout=60_000)
+        assert "over-provisioned" in drift.inner_text()
         assert errors == []
     finally:
         gen.close()

@@ -14,8 +14,11 @@ from app.analytics import latency, load, windows
 from app.analytics.bins import LOG2_EDGES
 from app.charts import latency as charts
 from app.charts import load as load_charts
+from app.charts.slo import goodput_time_figure
 from app.dashboard import filterbar, ids
 from app.dashboard.pages import register_page
+from app.services import slo
+from app.sizing.slo import Fleet
 from app.storage.database import Database
 
 GRAPH_CONFIG: dcc.Graph.Config = {"displaylogo": False}
@@ -73,7 +76,72 @@ def _vs_inflight_note(levels) -> str:
     )
 
 
-def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
+def goodput_cards(db: Database, flt, tz: str, bucket: str, fleet: Fleet) -> list[html.Div]:
+    """Goodput over time against its target, and goodput per tenant; how to set a target
+    when none is set."""
+    rep = slo.report(db, flt, fleet, tz=tz, bucket=bucket, attribute=False)
+    if rep is None:
+        return [
+            html.Div(
+                [html.H3("Goodput"), html.P(slo.HOW_TO_SET)],
+                className="card",
+                id=ids.LATENCY_SLO_NONE,
+            )
+        ]
+    t = rep.totals
+    own = [f"{n}: {s.words()}" for n, s in sorted(rep.ledger.engines.items())]
+    rest = [f"others: {rep.ledger.default.words()}"] if rep.ledger.default else []
+    targets = "; ".join(own + rest)
+    note = (
+        f"Share of requests per {bucket} bucket that met every target of their engine "
+        f"({targets}); dashed: the target. {_pct(t['goodput'])} over the window, "
+        f"{t['not_measured']:,.0f} not measured (a targeted value missing, left out). "
+        "Exact, from raw rows." + (" Counts estimated from sampled rows." if rep.sampled else "")
+    )
+    head = ("tenant", "requests", "goodput", "target", "met", "not measured")
+    rows = [
+        html.Tr(
+            [
+                html.Td(r.tenant if isinstance(r.tenant, str) else "(none)"),
+                html.Td(f"{r.requests:,.0f}"),
+                html.Td(_pct(None if pd.isna(r.goodput) else r.goodput)),
+                html.Td(_pct(None if pd.isna(r.target) else r.target)),
+                html.Td("–" if pd.isna(r.goodput) else ("yes" if r.goodput >= r.target else "no")),
+                html.Td(f"{r.not_measured:,.0f}"),
+            ]
+        )
+        for r in rep.tenants.itertuples(index=False)
+        if r.requests > 0
+    ]
+    return [
+        _card(
+            "Goodput (SLO ledger)",
+            ids.LATENCY_GOODPUT,
+            goodput_time_figure(rep.over_time, t["target"]),
+            note,
+            ids.LATENCY_GOODPUT_NOTE,
+        ),
+        html.Div(
+            [
+                html.H3("Goodput per tenant"),
+                html.Table(
+                    [html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)],
+                    className="grid",
+                    id=ids.LATENCY_GOODPUT_TENANTS,
+                ),
+            ],
+            className="card",
+        ),
+    ]
+
+
+def layout_for(
+    db: Database, query: dict, now: datetime, tz: str, fleet: Fleet = Fleet()
+) -> html.Div:
     """The page for a URL query."""
     cur = db.cursor()
     view, flt, bar = filterbar.prepare(db, query, now)
@@ -102,6 +170,7 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
                 ),
                 className="muted",
             ),
+            html.Div(goodput_cards(db, flt, tz, bucket, fleet), className="two-col"),
             html.Div(
                 [
                     _card(
@@ -187,10 +256,17 @@ def load_figures(db: Database, query: dict, now: datetime, tz: str) -> tuple:
     )
 
 
-def register(app: Dash, db: Database, clock: Callable[[], datetime], tz: str) -> None:
-    """Register the page at /latency and the callback that draws its load views."""
+def register(
+    app: Dash, db: Database, clock: Callable[[], datetime], tz: str, fleet: Fleet = Fleet()
+) -> None:
+    """Register the page at /latency and the callback that draws its load views; `fleet`
+    holds the settings' default SLO for the goodput chart."""
     register_page(
-        __name__, "/latency", "Latency", 2, lambda **query: layout_for(db, query, clock(), tz)
+        __name__,
+        "/latency",
+        "Latency",
+        2,
+        lambda **query: layout_for(db, query, clock(), tz, fleet),
     )
 
     @app.callback(

@@ -1,7 +1,10 @@
-"""Rightsizing page: per engine, observed vs current vs recommended bounds, memory, commands.
+"""Rightsizing page: per engine, observed vs current vs recommended bounds, memory, commands,
+and the replicas and money under the engine's SLO.
 
-Without an engine in the URL it lists every profiled engine with its verdict. The profile
-editor at the bottom saves through a callback and reloads the page with the new numbers."""
+Without an engine in the URL it lists every profiled engine; its verdicts, replicas and money
+are filled by a callback after the page (a recommendation under an SLO runs the performance
+model: seconds per engine). The profile editor at the bottom saves through a callback and
+reloads the page with the new numbers."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from urllib.parse import urlencode
 
 import dash
 from dash import Dash, Input, Output, State, dcc, html
+from dash.development.base_component import Component
 
 from app.analytics import shapes
 from app.analytics.filters import Filter
@@ -21,8 +25,9 @@ from app.charts.heatmap import Bounds, heatmap_figure
 from app.charts.memory import memory_figure
 from app.dashboard import filterbar, ids
 from app.dashboard.findings import drift_panel
-from app.dashboard.pages import performance_panel, register_page
+from app.dashboard.pages import money_panel, performance_panel, register_page
 from app.services import profiles as profile_store
+from app.services.economics import EngineMoney, fleet_money
 from app.services.profiles import NoProfile, load_profile
 from app.services.rightsizing import (
     engine_drift,
@@ -30,7 +35,8 @@ from app.services.rightsizing import (
 )
 from app.sizing.catalog import GIB, GPUS, MODELS
 from app.sizing.profile import EngineProfile, KvDtype, WeightDtype
-from app.sizing.rightsize import Recommendation
+from app.sizing.rightsize import Recommendation, Replicas
+from app.sizing.slo import Fleet, money
 from app.storage.database import Database
 
 WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
@@ -45,7 +51,37 @@ NUMBER_FIELDS = (
     ("max_seq_len", "max_seq_len"),
     ("max_batch_size", "max_batch_size"),
     ("max_num_tokens", "max_num_tokens"),
+    ("replicas", "replicas running today"),
+    ("slo_ttft_ms", "SLO: TTFT target, ms"),
+    ("slo_itl_ms", "SLO: ITL target, ms"),
+    ("slo_e2e_ms", "SLO: E2E target, ms (optional)"),
+    ("slo_percentile", "SLO percentile (e.g. 95)"),
     ("cost_per_gpu_hour", "cost per GPU-hour"),
+    ("api_price_input_per_mtok", "API price / M input tokens"),
+    ("api_price_output_per_mtok", "API price / M output tokens"),
+)
+# The editor's second group: what the plans count from and hold to, each falling back to the
+# fleet's default (the settings) when empty.
+PLAN_FIELDS = {
+    "replicas": None,
+    "slo_ttft_ms": "slo_ttft_ms",
+    "slo_itl_ms": "slo_itl_ms",
+    "slo_e2e_ms": "slo_e2e_ms",
+    "slo_percentile": "slo_percentile",
+    "cost_per_gpu_hour": "cost_per_gpu_hour",
+    "api_price_input_per_mtok": "api_price_input_per_mtok",
+    "api_price_output_per_mtok": "api_price_output_per_mtok",
+}
+# Money is planned over the Seasonal page's window: the last whole weeks.
+MONEY_WEEKS = 4
+SLO_HOW = (
+    "No SLO set: give the engine targets below (SLO: TTFT / ITL target at a percentile), or the "
+    "fleet a default with TOKENSHAPE_SLO_TTFT_MS and TOKENSHAPE_SLO_ITL_MS "
+    "(TOKENSHAPE_SLO_PERCENTILE, 95 by default). Until then replicas follow memory alone."
+)
+COST_HOW = (
+    "No cost per GPU-hour: set it below or for the fleet with TOKENSHAPE_COST_PER_GPU_HOUR "
+    "(TOKENSHAPE_CURRENCY for the symbol) to see plans in money."
 )
 SELECT_FIELDS = (
     ("model", "model", (*MODELS, "hf")),
@@ -77,29 +113,42 @@ def _form(engines: list[str], engine: str | None, window: str, coverage: str) ->
     )
 
 
-def _fleet(db: Database, start: datetime, end: datetime, coverage: float) -> html.Div | html.Table:
-    rows = []
-    for name, stored in profile_store.stored_profiles(db).items():
-        try:
-            r = recommend(db, name, start=start, end=end, coverage=coverage)
-            verdict, status = r.verdict, r.status
-        except NoProfile as exc:  # a stored profile that is no longer valid
-            verdict, status = str(exc), "invalid"
-        rows.append(
-            html.Tr(
-                [
-                    html.Td(dcc.Link(name, href="/rightsizing?" + urlencode({"engine": name}))),
-                    html.Td(stored.get("model", "")),
-                    html.Td(
-                        f"{stored.get('tensor_parallel', 1) * stored.get('pipeline_parallel', 1)}× "
-                        f"{stored.get('gpu', '')}"
-                    ),
-                    html.Td(status),
-                    html.Td(verdict, className="verdict-cell"),
-                ]
-            )
-        )
-    if not rows:
+def _stored_row(name: str, stored: dict, cells: list) -> html.Tr:
+    gpus = stored.get("tensor_parallel", 1) * stored.get("pipeline_parallel", 1)
+    keep = {"whiteSpace": "nowrap"}
+    return html.Tr(
+        [
+            html.Td(dcc.Link(name, href="/rightsizing?" + urlencode({"engine": name})), style=keep),
+            html.Td(stored.get("model", ""), style=keep),
+            html.Td(f"{gpus}× {stored.get('gpu', '')}", style=keep),
+            *cells,
+        ]
+    )
+
+
+FLEET_HEAD = (
+    "engine",
+    "model",
+    "GPUs",
+    "status",
+    "replicas: today → within the SLO",
+    "cost / month: now → best plan",
+    "",
+)
+
+
+def _fleet_table(rows: list[html.Tr], total: Component | None = None) -> list[Component]:
+    head = html.Thead(html.Tr([html.Th(h) for h in FLEET_HEAD]))
+    out: list[Component] = [html.Table([head, html.Tbody(rows)], className="grid fleet")]
+    if total is not None:
+        out.append(total)
+    return out
+
+
+def _fleet(db: Database, query: dict) -> html.Div:
+    """The fleet's engines at once; their verdicts, replicas and money follow from a callback."""
+    stored = profile_store.stored_profiles(db)
+    if not stored:
         return html.Div(
             [
                 html.H3("No engine profiles yet"),
@@ -111,8 +160,173 @@ def _fleet(db: Database, start: datetime, end: datetime, coverage: float) -> htm
             className="empty",
             id=ids.RIGHTSIZING_FLEET,
         )
-    head = html.Thead(html.Tr([html.Th(h) for h in ("engine", "model", "GPUs", "status", "")]))
-    return html.Table([head, html.Tbody(rows)], className="grid fleet", id=ids.RIGHTSIZING_FLEET)
+    waiting = [html.Td("…", className="muted") for _ in range(3)]
+    waiting.append(
+        html.Td("computing replicas and money under the SLO…", className="verdict-cell muted")
+    )
+    rows = [_stored_row(name, profile, list(waiting)) for name, profile in stored.items()]
+    clean = {k: v for k, v in query.items() if isinstance(v, str)}
+    return html.Div(
+        [
+            html.Div(_fleet_table(rows), id=ids.RIGHTSIZING_FLEET),
+            dcc.Store(id=ids.RIGHTSIZING_FLEET_QUERY, data=clean),
+        ]
+    )
+
+
+def _replicas_cell(x: Replicas | None) -> html.Td:
+    if x is None:
+        return html.Td("–")
+    base = f"{x.running}" if x.running is not None else f"{x.today} (needed)"
+    title = f"set by {x.why_after}" + (f" · SLO {x.slo}" if x.slo else " · no SLO: memory alone")
+    return html.Td(f"{base} → {x.after}", title=title)
+
+
+def _money_cell(m: EngineMoney | None) -> html.Td:
+    if m is None or m.baseline is None or m.best is None:
+        return html.Td("–", title=(m.error or "") if m else "")
+    if m.baseline.cost_month is not None and m.best.cost_month is not None:
+        text = (
+            f"{money(m.baseline.cost_month, m.currency)} → {money(m.best.cost_month, m.currency)}"
+        )
+    else:
+        text = f"{m.baseline.gpu_hours_month:,.0f} → {m.best.gpu_hours_month:,.0f} GPU-h"
+    return html.Td(text, title=f"best: {m.best.label}")
+
+
+def fleet_rows(db: Database, query: dict, now: datetime, tz: str, fleet: Fleet) -> list:
+    """The fleet table with every engine's status, replicas, money and verdict, and the total."""
+    start, end, _, coverage = _window(query, now)
+    money_of = fleet_money(db, now=now, tz=tz, fleet=fleet, weeks=MONEY_WEEKS)
+    by_name = {m.engine: m for m in money_of.engines}
+    rows = []
+    for name, stored in profile_store.stored_profiles(db).items():
+        replicas = None
+        try:
+            r = recommend(
+                db, name, start=start, end=end, coverage=float(coverage), tz=tz, fleet=fleet
+            )
+            verdict, status, replicas = r.verdict, r.status, r.replicas
+        except NoProfile as exc:  # a stored profile that is no longer valid
+            verdict, status = str(exc), "invalid"
+        except ValueError as exc:  # one engine's failure must not blank the fleet
+            verdict, status = f"No recommendation: {exc}", "error"
+        cells = [
+            html.Td(status),
+            _replicas_cell(replicas),
+            _money_cell(by_name.get(name)),
+            html.Td(verdict, className="verdict-cell"),
+        ]
+        rows.append(_stored_row(name, stored, cells))
+    return _fleet_table(rows, _fleet_total(money_of))
+
+
+def _fleet_total(m) -> html.P:
+    cur = m.currency
+    if m.now_month is not None and m.best_month is not None:
+        figures = (
+            f"{money(m.now_month, cur)} a month now, {money(m.best_month, cur)} with each "
+            f"engine's best plan: {m.headline()}"
+        )
+    else:
+        figures = (
+            f"{m.gpu_hours_now_month:,.0f} GPU-hours a month now, "
+            f"{m.gpu_hours_best_month:,.0f} with each engine's best plan: {m.headline()} "
+            "(set a cost per GPU-hour on every engine, or TOKENSHAPE_COST_PER_GPU_HOUR, for money)"
+        )
+    return html.P(
+        [
+            html.Strong("Fleet: "),
+            figures,
+            html.Span(
+                f". Money from the plans over the last {MONEY_WEEKS} whole weeks (as on the "
+                "Seasonal page); replicas for the busiest hour of the window above.",
+                className="muted",
+            ),
+        ],
+        id=ids.RIGHTSIZING_FLEET_TOTAL,
+    )
+
+
+def _kpi(label: str, value: str, note: str = "") -> html.Div:
+    return html.Div(
+        [
+            html.Div(label, className="kpi-label"),
+            html.Div(value, className="kpi-value small"),
+            html.Div(note, className="kpi-delta"),
+        ],
+        className="kpi",
+    )
+
+
+def _replicas_block(r: Recommendation, engine: str) -> html.Div:
+    """Replicas now and after the rebuild with what set them, their cost, the SLO in words; the
+    plans in money follow from a callback."""
+    x = r.replicas
+    parts: list[Component] = [html.H3("Replicas and money")]
+    if x is None:
+        parts.append(
+            html.P(
+                "No replica plan: the window has no hourly load to size from.", className="muted"
+            )
+        )
+    else:
+        running = (
+            _kpi("running today", f"{x.running}", "from the profile")
+            if x.running is not None
+            else _kpi("running today", "not set", "set 'replicas running today' below")
+        )
+        cost_now, cost_after = x.cost_month(x.baseline), x.cost_month(x.after)
+        cards = [
+            running,
+            _kpi(
+                "needed with today's bounds",
+                f"{x.today}",
+                f"the window's busiest hour, set by {x.why_today}",
+            ),
+            _kpi(
+                "needed after the rebuild",
+                f"{x.after}",
+                f"the window's busiest hour, set by {x.why_after}",
+            ),
+        ]
+        if cost_now is not None and cost_after is not None:
+            delta = cost_now - cost_after
+            cards.append(
+                _kpi(
+                    "cost / month all day: now → rebuilt",
+                    f"{money(cost_now, x.currency)} → {money(cost_after, x.currency)}",
+                    (
+                        f"saves {money(delta, x.currency)}"
+                        if delta >= 1
+                        else f"costs {money(-delta, x.currency)} more"
+                        if delta <= -1
+                        else "no saving"
+                    )
+                    + f" · {x.gpus_per_replica} GPU/replica at "
+                    f"{x.currency}{x.cost_per_gpu_hour:,.2f}/h",
+                )
+            )
+        parts.append(html.Div(cards, className="kpis"))
+        slo = (
+            html.P([html.Strong("SLO: "), x.slo], className="muted")
+            if x.slo
+            else html.P(SLO_HOW, className="muted")
+        )
+        parts.append(slo)
+        if not x.feasible and x.note:
+            parts.append(html.P(f"The SLO cannot be met: {x.note}", className="field-error"))
+        elif x.note:
+            parts.append(html.P(x.note, className="muted"))
+        if x.cost_per_gpu_hour is None:
+            parts.append(html.P(COST_HOW, className="muted"))
+    parts += [
+        html.Div(
+            html.P("Planning the month's money…", className="muted"), id=ids.RIGHTSIZING_MONEY
+        ),
+        dcc.Store(id=ids.RIGHTSIZING_MONEY_QUERY, data={"engine": engine}),
+    ]
+    return html.Div(parts, className="card", id=ids.RIGHTSIZING_REPLICAS)
 
 
 def _bounds_table(r: Recommendation) -> html.Table:
@@ -241,7 +455,27 @@ def _whatif(r: Recommendation) -> html.Table:
     )
 
 
-def _editor(engine: str, profile: dict, editable: bool = True) -> html.Div:
+def _number(name: str, label: str, value: float | None, placeholder: str = "") -> html.Label:
+    return html.Label(
+        [
+            html.Span(label),
+            dcc.Input(
+                type="number",
+                value=value,
+                placeholder=placeholder,
+                id={"type": "rs-field", "name": name},
+            ),
+        ]
+    )
+
+
+def _fleet_default(fleet: Fleet, name: str) -> str:
+    attr = PLAN_FIELDS.get(name)
+    value = getattr(fleet, attr) if attr else None
+    return "" if value is None else f"fleet: {value:g}"
+
+
+def _editor(engine: str, profile: dict, editable: bool = True, fleet: Fleet = Fleet()) -> html.Div:
     fields = []
     for name, label, options in SELECT_FIELDS:
         fields.append(
@@ -257,23 +491,22 @@ def _editor(engine: str, profile: dict, editable: bool = True) -> html.Div:
                 ]
             )
         )
+    plan_fields: list[html.Label] = []
     for name, label in NUMBER_FIELDS:
-        fields.append(
-            html.Label(
-                [
-                    html.Span(label),
-                    dcc.Input(
-                        type="number",
-                        value=profile.get(name),
-                        id={"type": "rs-field", "name": name},
-                    ),
-                ]
-            )
-        )
+        field = _number(name, label, profile.get(name), _fleet_default(fleet, name))
+        (plan_fields if name in PLAN_FIELDS else fields).append(field)
     return html.Div(
         [
             html.H3(f"Profile of {engine}"),
             html.Div(fields, className="editor-grid"),
+            html.H4("Replicas, latency targets (SLO) and money"),
+            html.P(
+                "Empty fields take the fleet's defaults (the TOKENSHAPE_SLO_* and "
+                "TOKENSHAPE_COST_PER_GPU_HOUR settings, shown greyed); replicas running today "
+                "is what plans and savings count from.",
+                className="muted",
+            ),
+            html.Div(plan_fields, className="editor-grid"),
             html.Label(
                 [
                     html.Span("Hugging Face model id (model 'hf'): org/name"),
@@ -338,9 +571,8 @@ def _editor(engine: str, profile: dict, editable: bool = True) -> html.Div:
     )
 
 
-def layout_for(db: Database, query: dict, now: datetime, editable: bool = True) -> html.Div:
-    """The page for a URL query: the fleet, or one engine."""
-    engine = query.get("engine") or None
+def _window(query: dict, now: datetime) -> tuple[datetime, datetime, str, str]:
+    """The URL's window (start, end) and its window and coverage keys."""
     # Each a key of its table: a str.
     window = cast(str, query.get("window")) if query.get("window") in WINDOWS else "7d"
     coverage = cast(str, query.get("coverage")) if query.get("coverage") in COVERAGES else "0.999"
@@ -350,6 +582,21 @@ def layout_for(db: Database, query: dict, now: datetime, editable: bool = True) 
     )
     if given.start and given.end:  # a link from the weekly email: exactly its week
         start, end = given.start, given.end
+    return start, end, window, coverage
+
+
+def layout_for(
+    db: Database,
+    query: dict,
+    now: datetime,
+    editable: bool = True,
+    tz: str = "UTC",
+    fleet: Fleet = Fleet(),
+) -> html.Div:
+    """The page for a URL query: the fleet, or one engine; `tz` and `fleet` (the settings'
+    defaults) for its replicas under the SLO and money."""
+    engine = query.get("engine") or None
+    start, end, window, coverage = _window(query, now)
     profiles = profile_store.stored_profiles(db)
     seen = filterbar.choices(db).get("engine", [])
     engines = sorted(set(profiles) | set(seen))
@@ -359,7 +606,7 @@ def layout_for(db: Database, query: dict, now: datetime, editable: bool = True) 
     if query.get("deleted"):
         parts.append(html.P(f"Profile of {query['deleted']} deleted.", className="saved"))
     if not engine:
-        parts.append(_fleet(db, start, end, float(coverage)))
+        parts.append(_fleet(db, query))
         return html.Div(parts)
     stored = profiles.get(engine)
     if stored is None:
@@ -377,7 +624,7 @@ def layout_for(db: Database, query: dict, now: datetime, editable: bool = True) 
             )
         )
         starter = EngineProfile(model="llama-3.1-8b", gpu="H100")  # the editor's defaults
-        parts.append(_editor(engine, starter.model_dump(), editable))
+        parts.append(_editor(engine, starter.model_dump(), editable, fleet))
         return html.Div(parts)
     try:
         profile = load_profile(db, engine)
@@ -385,11 +632,21 @@ def layout_for(db: Database, query: dict, now: datetime, editable: bool = True) 
         parts.append(
             html.Div(str(exc), className="verdict does-not-fit", id=ids.RIGHTSIZING_VERDICT)
         )
-        parts.append(_editor(engine, stored, editable))
+        parts.append(_editor(engine, stored, editable, fleet))
         return html.Div(parts)
-    r = recommend(db, engine, start=start, end=end, coverage=float(coverage), profile=profile)
+    r = recommend(
+        db,
+        engine,
+        start=start,
+        end=end,
+        coverage=float(coverage),
+        profile=profile,
+        tz=tz,
+        fleet=fleet,
+    )
     parts.append(html.Div(r.verdict, className=f"verdict {r.status}", id=ids.RIGHTSIZING_VERDICT))
     if r.status == "ok":
+        parts.append(_replicas_block(r, engine))
         hm = shapes.heatmap(db.cursor(), Filter(start=start, end=end, engines=(engine,)))
         lines = [Bounds("current", r.current.max_input_len, r.current.max_seq_len, CURRENT_COLOUR)]
         assert r.recommended is not None
@@ -438,7 +695,7 @@ def layout_for(db: Database, query: dict, now: datetime, editable: bool = True) 
     parts.append(
         drift_panel(engine_drift(db, engine, stored, now), title="Drift of the last 7 days")
     )
-    parts.append(_editor(engine, profile.model_dump(), editable))
+    parts.append(_editor(engine, profile.model_dump(), editable, fleet))
     return html.Div(parts)
 
 
@@ -458,15 +715,44 @@ READ_ONLY = (
 )
 
 
-def register(app: Dash, db: Database, clock: Callable[[], datetime]) -> None:
-    """Register the page at /rightsizing and the profile editor's save and delete callbacks."""
+def register(
+    app: Dash,
+    db: Database,
+    clock: Callable[[], datetime],
+    tz: str = "UTC",
+    fleet: Fleet = Fleet(),
+) -> None:
+    """Register the page at /rightsizing, the callbacks that fill the fleet's and an engine's
+    replicas and money, and the profile editor's save and delete callbacks."""
     register_page(
         __name__,
         "/rightsizing",
         "Rightsizing",
         4,
-        lambda **query: layout_for(db, query, clock(), principal.is_admin()),
+        lambda **query: layout_for(db, query, clock(), principal.is_admin(), tz, fleet),
     )
+
+    @app.callback(
+        Output(ids.RIGHTSIZING_FLEET, "children"),
+        Input(ids.RIGHTSIZING_FLEET_QUERY, "data"),
+    )
+    async def _fleet_rows(query):  # type: ignore[no-untyped-def]
+        # The query is the client's: parsed and validated exactly as the page's URL is.
+        clean = {k: v for k, v in (query or {}).items() if isinstance(v, str)}
+        return await asyncio.to_thread(fleet_rows, db, clean, clock(), tz, fleet)
+
+    @app.callback(
+        Output(ids.RIGHTSIZING_MONEY, "children"),
+        Input(ids.RIGHTSIZING_MONEY_QUERY, "data"),
+    )
+    async def _money(query):  # type: ignore[no-untyped-def]
+        engine = (query or {}).get("engine")
+        if not isinstance(engine, str) or not engine:
+            return dash.no_update
+        return await asyncio.to_thread(
+            money_panel.for_engine, db, engine, clock(), tz, fleet, MONEY_WEEKS
+        )
+
     names = [name for name, _, _ in SELECT_FIELDS] + [name for name, _ in NUMBER_FIELDS]
     names += ["hf_model", "hf_config", "startup_log"]
 

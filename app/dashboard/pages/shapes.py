@@ -9,13 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
+import numpy as np
 from dash import Dash, Input, Output, dcc, html
 
-from app.analytics import shapes
+from app.analytics import goodput, shapes
 from app.charts.heatmap import Bounds, heatmap_figure
+from app.charts.slo import goodput_heatmap_figure
 from app.dashboard import filterbar, ids
 from app.dashboard.pages import register_page, safe
-from app.services import profiles
+from app.services import profiles, slo
+from app.sizing.slo import Fleet
 from app.storage.database import Database
 
 SHAPE_LABELS = {
@@ -26,6 +29,8 @@ SHAPE_LABELS = {
 }
 SCALES = {"count": "requests", "pct": "% of requests"}
 BINS = {"log2": "octaves (log2)", "log2half": "half-octaves"}
+LAYERS = {"requests": "requests", "goodput": "goodput (SLO ledger)"}
+MISS_LIST = 10  # the ranked list of request shapes that miss
 MEASURE_LABELS = (
     ("isl", "input tokens (ISL)"),
     ("osl", "output tokens (OSL)"),
@@ -109,11 +114,74 @@ def tables_for(db: Database, query: dict, now: datetime) -> list[html.Div]:
     ]
 
 
-def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
+def slo_layer(db: Database, flt, bins: str, fleet: Fleet) -> list:
+    """The SLO ledger over the heat map: cells coloured by goodput, and the shapes that miss;
+    how to set a target when none is set."""
+    rep = slo.report(db, flt, fleet, bins=bins)
+    if rep is None:
+        return [
+            html.Div(
+                [html.H3("No latency target is set"), html.P(slo.HOW_TO_SET)],
+                id=ids.SHAPES_SLO_NONE,
+                className="empty",
+            )
+        ]
+    judged, values = goodput.grid(rep.cells, rep.edges)
+    _, unmeasured = goodput.grid(rep.cells, rep.edges, "not_measured")
+    target = rep.totals["target"] or _any_target(rep)
+    figure = goodput_heatmap_figure(
+        rep.edges, judged, values, target, rep.cell_cause(), np.nan_to_num(unmeasured)
+    )
+    t = rep.totals
+    summary = (
+        f"{_pct(t['goodput'])} of {t['good'] + t['missed']:,.0f} judged requests met their "
+        f"engine's SLO (target {_pct(t['target'])}); {t['not_measured']:,.0f} not measured "
+        f"(a targeted value missing), {t['no_slo']:,.0f} without an SLO. Exact, from raw rows."
+        + (" Counts estimated from sampled rows." if rep.sampled else "")
+    )
+    items = [html.Li(m.words()) for m in rep.misses[:MISS_LIST]]
+    return [
+        html.P(summary, className="muted", id=ids.SHAPES_SLO_SUMMARY),
+        html.Div(
+            dcc.Graph(id=ids.SHAPES_SLO_HEATMAP, figure=figure, config={"displaylogo": False}),
+            className="card heatmap-card",
+        ),
+        html.Div(
+            [
+                html.H3("Request shapes that miss"),
+                html.Ol(items, id=ids.SHAPES_SLO_MISSES)
+                if items
+                else html.P("Every shape meets its SLO.", id=ids.SHAPES_SLO_MISSES),
+            ],
+            className="card",
+        ),
+    ]
+
+
+def ledger_for(db: Database, view: dict, fleet: Fleet) -> list:
+    """The SLO layer for the view the page was built with (its query and `now`)."""
+    query = {k: v for k, v in view["query"].items() if isinstance(v, str)}
+    flt = filterbar.parse_query(query, _when(view)).filter()
+    return slo_layer(db, flt, _pick(query, "bins", BINS), fleet)
+
+
+def _any_target(rep: slo.Report) -> float:
+    """The target share when no request was judged: the fleet's, else the first engine's."""
+    first = rep.ledger.default or next(iter(rep.ledger.engines.values()))
+    return first.quantile
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
+def layout_for(db: Database, query: dict, now: datetime, fleet: Fleet = Fleet()) -> html.Div:
     """The page for a URL query."""
     cur = db.cursor()
     scale, bins = _pick(query, "scale", SCALES), _pick(query, "bins", BINS)
+    layer = _pick(query, "layer", LAYERS)
     extra = [
+        filterbar.choice("layer", "colour by", LAYERS, layer),
         filterbar.choice("scale", "show", SCALES, scale),
         filterbar.choice("bins", "bins", BINS, bins),
     ]
@@ -121,6 +189,27 @@ def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
     hm = shapes.heatmap(cur, flt, bins=bins)
     if hm.total == 0:
         return html.Div([html.H2("Shapes"), bar, filterbar.empty_state(view, ids.SHAPES_EMPTY)])
+    if layer == "goodput":
+        return html.Div(
+            [
+                html.H2("Shapes"),
+                bar,
+                html.P(
+                    [html.Span(f"{hm.total:,}", id=ids.SHAPES_TOTAL), " requests in the window."],
+                    className="muted",
+                ),
+                # Judging every request and asking the performance model for the causes takes
+                # a moment (the model's first answer per engine most of all): drawn by a
+                # callback after the page, from the same view.
+                dcc.Store(id=ids.SHAPES_VIEW, data={"query": query, "now": now.isoformat()}),
+                dcc.Loading(html.Div(id=ids.SHAPES_SLO_LAYER), type="dot", color="#6c7a96"),
+                dcc.Loading(
+                    html.Div(id=ids.SHAPES_TABLES, className="tables"),
+                    type="dot",
+                    color="#6c7a96",
+                ),
+            ]
+        )
     bounds = _bounds(db, view.choices.get("engine"))
     figure = heatmap_figure(hm, percent=scale == "pct", bounds=[bounds] if bounds else [])
     note = (
@@ -157,9 +246,14 @@ def layout_for(db: Database, query: dict, now: datetime) -> html.Div:
     )
 
 
-def register(app: Dash, db: Database, clock: Callable[[], datetime]) -> None:
-    """Register the page at /shapes (its layout follows the URL's query) and its callback."""
-    register_page(__name__, "/shapes", "Shapes", 1, lambda **query: layout_for(db, query, clock()))
+def register(
+    app: Dash, db: Database, clock: Callable[[], datetime], fleet: Fleet = Fleet()
+) -> None:
+    """Register the page at /shapes (its layout follows the URL's query) and its callback;
+    `fleet` holds the settings' default SLO for the goodput layer."""
+    register_page(
+        __name__, "/shapes", "Shapes", 1, lambda **query: layout_for(db, query, clock(), fleet)
+    )
 
     tables = safe(
         "Shapes tables",
@@ -169,6 +263,12 @@ def register(app: Dash, db: Database, clock: Callable[[], datetime]) -> None:
     @app.callback(Output(ids.SHAPES_TABLES, "children"), Input(ids.SHAPES_VIEW, "data"))
     async def _tables(view: dict | None) -> list[html.Div] | html.Div:
         return await tables(view=view) if view else []
+
+    layer = safe("Shapes SLO ledger", lambda view: html.Div(ledger_for(db, view, fleet)))
+
+    @app.callback(Output(ids.SHAPES_SLO_LAYER, "children"), Input(ids.SHAPES_VIEW, "data"))
+    async def _layer(view: dict | None) -> html.Div | list:
+        return await layer(view=view) if view else []
 
 
 def _when(view: dict) -> datetime:
