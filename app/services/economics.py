@@ -9,24 +9,23 @@ the weekly email show the same money."""
 from __future__ import annotations
 
 import json
-import threading
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from app.analytics.filters import Filter
+from app.analytics.stamp import data_stamp
 from app.analytics.tokens import Tokens, token_totals
+from app.services.cache import TtlCache
 from app.services.profiles import load_profile, stored_profiles
-from app.services.rightsizing import SeasonalReport, seasonal
+from app.services.rightsizing import DEFAULT_WINDOW, SeasonalReport, recommend, seasonal
 from app.sizing.seasonal import WEEKS_PER_MONTH, Plan
 from app.sizing.slo import Fleet, api_prices, money
 from app.storage.database import Database
 
 # Plans are recomputed at most this often per engine (the hour's data barely moves them).
 CACHE_SECONDS = 300.0
-_cache: dict[tuple, tuple[float, Any]] = {}
-_lock = threading.Lock()
+_cache: TtlCache[EngineMoney] = TtlCache(CACHE_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -85,6 +84,7 @@ def engine_money(
     key = (
         str(db.path),
         engine,
+        data_stamp(db.cursor(), engine),
         json.dumps(profile.model_dump(mode="json"), sort_keys=True),
         now.astimezone(UTC).replace(minute=0, second=0, microsecond=0),
         tz,
@@ -92,16 +92,12 @@ def engine_money(
         weeks,
     )
     if report is None:
-        with _lock:
-            hit = _cache.get(key)
-        if hit is not None and time.monotonic() - hit[0] < CACHE_SECONDS:
-            return hit[1]
+        hit = _cache.get(key)
+        if hit is not None:
+            return hit
         report = seasonal(db, engine, now=now, tz=tz, weeks=weeks, fleet=fleet)
     out = _money_of(db, engine, report, fleet)
-    with _lock:
-        if len(_cache) > 256:
-            _cache.clear()
-        _cache[key] = (time.monotonic(), out)
+    _cache.put(key, out)
     return out
 
 
@@ -152,8 +148,11 @@ def _money_of(db: Database, engine: str, r: SeasonalReport, fleet: Fleet) -> Eng
     months = r.weeks / WEEKS_PER_MONTH
     in_m, out_m, api_m = None, None, None
     notes: list[str] = []
-    if baseline.cost_month is not None and tokens.requests > 0:
-        spent = baseline.cost_month * months  # the window's cost at the baseline
+    # Cost per token at what holds the traffic: today's plan, or the best one when today's
+    # replicas are too few for the SLO (today's cost would understate it).
+    basis = best if best.gpu_hours_month > baseline.gpu_hours_month + 0.5 else baseline
+    if basis.cost_month is not None and tokens.requests > 0:
+        spent = basis.cost_month * months  # the window's cost on that plan
         timed = tokens.ttft_s + tokens.decode_s
         # GPU time split by what the requests measured: before the first token (prefill and
         # its queue) for input, after it (decode) for output.
@@ -163,8 +162,9 @@ def _money_of(db: Database, engine: str, r: SeasonalReport, fleet: Fleet) -> Eng
         if tokens.output_tokens:
             out_m = spent * (1 - share_in) / tokens.output_tokens * 1e6
         notes.append(
-            f"cost per million tokens: the {baseline.label} plan's cost split by the measured "
-            f"time before the first token ({share_in:.0%}, input) and after it (output)"
+            f"cost per million tokens: the cost of the plan '{basis.label}', split by the "
+            f"measured time before the first token ({share_in:.0%}, input) and after it "
+            "(output)"
         )
     if prices[0] is not None and prices[1] is not None and tokens.requests > 0:
         api_m = (tokens.input_tokens * prices[0] + tokens.output_tokens * prices[1]) / 1e6 / months
@@ -311,3 +311,15 @@ def money_dict(m: EngineMoney) -> dict[str, Any]:
         "notes": m.notes,
         "error": m.error,
     }
+
+
+def warm(db: Database, *, now: datetime, tz: str, fleet: Fleet = Fleet()) -> FleetMoney:
+    """Compute what the pages ask first (the fleet's money, each engine's recommendation over
+    the default window) into the caches; the plans warmer job calls it."""
+    out = fleet_money(db, now=now, tz=tz, fleet=fleet)
+    for name in stored_profiles(db):
+        try:
+            recommend(db, name, start=now - DEFAULT_WINDOW, end=now, tz=tz, fleet=fleet)
+        except (LookupError, ValueError):
+            continue
+    return out

@@ -9,7 +9,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from app.analytics.filters import Filter
 from app.analytics.hour_mix import hour_mixes
@@ -41,6 +41,7 @@ class LatencyPlan:
 
 # Fitted corrections barely move within an hour: kept this long per (file, profile, window).
 CALIBRATION_SECONDS = 600.0
+CALIBRATION_WINDOW = timedelta(days=7)
 _calibrations: dict[tuple, tuple[float, tuple[Engine, Corrections]]] = {}
 _lock = threading.Lock()
 
@@ -48,17 +49,13 @@ _lock = threading.Lock()
 def calibrated_engine(
     db: Database, profile: EngineProfile, flt: Filter
 ) -> tuple[Engine, Corrections]:
-    """The engine's step model and the corrections fitted to its own latencies in `flt`
-    (cached ten minutes for the same file, profile and window to the hour)."""
-
-    def hour(t: datetime | None) -> datetime | None:
-        return None if t is None else t.replace(minute=0, second=0, microsecond=0)
-
-    key = (
-        str(db.path),
-        profile.model_dump_json(),
-        replace(flt, start=hour(flt.start), end=hour(flt.end)),
-    )
+    """The engine's step model and the corrections fitted to its own latencies over the week
+    up to the end of `flt` (whatever its start: the recommendation's and the seasonal plans'
+    windows share one fit), cached ten minutes per file, profile and hour."""
+    end = (flt.end or datetime.now(UTC)).astimezone(UTC)
+    end = end.replace(minute=0, second=0, microsecond=0)
+    flt = replace(flt, start=end - CALIBRATION_WINDOW, end=end, hours=(), weekdays=())
+    key = (str(db.path), profile.model_dump_json(), flt)
     with _lock:
         hit = _calibrations.get(key)
     if hit is not None and time.monotonic() - hit[0] < CALIBRATION_SECONDS:

@@ -17,6 +17,8 @@ from app.analytics.engine_load import engine_load, rejected
 from app.analytics.filters import Filter
 from app.analytics.mix import shape_mix
 from app.analytics.seasonal import HourlyLoad, hourly_load, local_hour_seconds
+from app.analytics.stamp import data_stamp
+from app.services.cache import TtlCache
 from app.services.perfmodel import PerfModelError
 from app.services.plans import LatencyPlan, calibrated_engine, latency_plan, settings_for_slo
 from app.services.profiles import load_profile, problem, stored_profiles
@@ -75,8 +77,51 @@ def recommend(
     headroom: float = DEFAULT_HEADROOM,
 ) -> Recommendation:
     """The recommendation for an engine over [start, end): bounds from the traffic, batch and
-    step from the SLO (when it has an ITL target), and the replicas before and after."""
+    step from the SLO (when it has an ITL target), and the replicas before and after.
+
+    Kept five minutes for the same profile, stored rows and window to the hour: it runs the
+    performance model, and every page, the API and the email ask for it."""
     profile = profile or load_profile(db, engine)
+
+    def hour(t: datetime) -> datetime:
+        return t.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+    key = (
+        str(db.path),
+        engine,
+        data_stamp(db.cursor(), engine),
+        profile.model_dump_json(),
+        hour(start),
+        hour(end),
+        coverage,
+        granularity,
+        tz,
+        fleet,
+        headroom,
+    )
+    return _recommendations.get_or_make(
+        key,
+        lambda: _recommend(
+            db, engine, start, end, coverage, granularity, profile, tz, fleet, headroom
+        ),
+    )
+
+
+_recommendations: TtlCache[Recommendation] = TtlCache(300.0)
+
+
+def _recommend(
+    db: Database,
+    engine: str,
+    start: datetime,
+    end: datetime,
+    coverage: float,
+    granularity: int,
+    profile: EngineProfile,
+    tz: str,
+    fleet: Fleet,
+    headroom: float,
+) -> Recommendation:
     cur = db.cursor()
     flt = Filter(start=start, end=end, engines=(engine,))
     load = engine_load(cur, flt, coverage)
