@@ -319,9 +319,13 @@ def prediction_dict(eng: Engine, p: Prediction, shapes: list[Shape]) -> dict[str
     }
 
 
-def observed_levels(db: Database, flt: Filter) -> list[Observed]:
+def observed_levels(db: Database, flt: Filter, replicas: int | None = None) -> list[Observed]:
     """The engine's measured latency medians per level of requests in flight, with the
-    level's request shapes (ISL × OSL cells and their counts) to evaluate the model on."""
+    level's request shapes (ISL × OSL cells and their counts) to evaluate the model on.
+
+    The levels count the engine's requests in flight; the model is one replica's, so with the
+    profile's `replicas` each level's count is shared among them (an even load balancer)."""
+    share = float(replicas or 1)
     df, cells = levels_and_shapes(db.cursor(), flt)
     by_level: dict[tuple[object, int], list[Shape]] = {}
     for c in cells.itertuples(index=False):
@@ -334,14 +338,14 @@ def observed_levels(db: Database, flt: Filter) -> list[Observed]:
             continue
         out.append(
             Observed(
-                float(row.inflight_mean),
+                float(row.inflight_mean) / share,
                 int(row.requests),
                 float(row.isl_p50),
                 float(row.osl_p50),
                 float(row.ttft_p50) if row.ttft_p50 == row.ttft_p50 else 0.0,
                 float(row.itl_p50),
                 tuple(by_level.get((row.engine, int(row.inflight_lo)), ())),
-                int(row.inflight_lo),
+                int(int(row.inflight_lo) / share),
                 float(row.itl_p90),
             )
         )
@@ -383,12 +387,15 @@ def engine_performance(
         )
     observed = peak_hour_in_flight(cur, flt)
     if concurrency is None:
-        concurrency = max(observed or 1.0, 1.0)
-        load_words = "the busiest hour's mean requests in flight"
+        replicas = profile.replicas or 1
+        concurrency = max((observed or 1.0) / replicas, 1.0)
+        load_words = "the busiest hour's mean requests in flight" + (
+            f", shared by the profile's {replicas} replicas" if replicas > 1 else ""
+        )
     else:
         load_words = "as asked"
     eng = prepare(profile)
-    levels = observed_levels(db, flt)
+    levels = observed_levels(db, flt, profile.replicas)
     corr = fit_corrections(
         eng.step, levels, step_tokens=eng.step_tokens, max_running=eng.max_concurrency(shapes)
     )
@@ -467,7 +474,9 @@ def backtest(
     level (the calibrated model's median over the level's own shapes; p90 = that × the fit
     window's p90/p50 spread at the nearest level), and say how far off each was."""
     eng = prepare(profile)
-    fit_levels = observed_levels(db, Filter(start=fit[0], end=fit[1], engines=(engine,)))
+    fit_levels = observed_levels(
+        db, Filter(start=fit[0], end=fit[1], engines=(engine,)), profile.replicas
+    )
     shapes = [s for lv in fit_levels for s in lv.shapes]
     cap = eng.max_concurrency(shapes) if shapes else profile.max_batch_size
     corr = fit_corrections(eng.step, fit_levels, step_tokens=eng.step_tokens, max_running=cap)
@@ -477,7 +486,8 @@ def backtest(
         if lv.itl_ms > 0 and not math.isnan(lv.itl_p90_ms)
     }
     rows = []
-    for lv in observed_levels(db, Filter(start=test[0], end=test[1], engines=(engine,))):
+    test_flt = Filter(start=test[0], end=test[1], engines=(engine,))
+    for lv in observed_levels(db, test_flt, profile.replicas):
         if lv.requests < MIN_LEVEL_REQUESTS:
             continue
         _, itl = level_medians(

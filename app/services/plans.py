@@ -61,7 +61,7 @@ def calibrated_engine(
     if hit is not None and time.monotonic() - hit[0] < CALIBRATION_SECONDS:
         return hit[1]
     eng = prepare(profile)
-    levels = observed_levels(db, flt)
+    levels = observed_levels(db, flt, profile.replicas)
     shapes = [s for lv in levels for s in lv.shapes] or [Shape(512, 256)]
     # On the batch grid, as the searches the corrections are for (far fewer library calls).
     corr = fit_corrections(

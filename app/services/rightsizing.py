@@ -210,17 +210,22 @@ def _replicas(
         db, profile, slo, flt, tz, list(d.peak_rate), headroom=headroom, calibration=calibration
     )
     cur, rec = r.current, r.recommended
+    paged = is_paged(profile)
     today = fixed_config(
+        d,
         cur.max_input_len,
         cur.max_seq_len or context,
         r.memory_now.kv_capacity_tokens,
         cur.max_batch_size,
+        paged,
     )
     after = fixed_config(
+        d,
         rec.max_input_len,
         rec.max_seq_len or context,
         r.memory_after.kv_capacity_tokens,
         rec.max_batch_size,
+        paged,
     )
     rps = profile.measured_rps_per_replica
     n_today, why_today = peak_need(
@@ -254,6 +259,12 @@ def _replicas(
         currency=fleet.currency,
         note=note or lat.error,
     )
+
+
+def is_paged(profile: EngineProfile) -> bool:
+    """Whether the engine's KV cache holds requests at their real length (vLLM, SGLang, NIM on
+    vLLM) rather than reserving max_seq_len for each (TensorRT-LLM's no-evict scheduler)."""
+    return profile.framework != "trtllm"
 
 
 def _gib(value: float | None) -> float | None:
@@ -447,6 +458,7 @@ def seasonal(
             threshold=threshold,
             days=days,
             max_batch_size=profile.max_batch_size,
+            paged=is_paged(profile),
             latency_need=lat.replicas,
             replicas_now=profile.replicas,
             currency=fleet.currency,
@@ -461,10 +473,12 @@ def seasonal(
         # Without the replicas running today, "now" is what today's bounds need at the peak.
         context = profile.spec().max_position_embeddings
         config = fixed_config(
+            demand,
             profile.max_input_len,
             profile.max_seq_len or context,
             memory.kv_capacity_tokens,
             profile.max_batch_size,
+            is_paged(profile),
         )
         n, why = peak_need(
             demand,

@@ -4,8 +4,10 @@ Model (docs/sizing.md "Seasonal engines"):
 - Per local hour h, over whole weeks: the peak over days of the arrival rate and of the KV
   demand in token-seconds per second (Σ E2E × (ISL + OSL/2) / seconds in that hour), and the
   requests in flight at that peak (peak rate × mean E2E, Little's law).
-- A configuration (one set of bounds) admits `slots = kv_capacity // max_seq_len` requests per
-  replica without preemption (every request may grow to max_seq_len), at most its batch size.
+- A configuration (one set of bounds) admits `slots` requests per replica, at most its batch
+  size: `kv_capacity // max_seq_len` when the engine reserves each request's whole length
+  (TensorRT-LLM's no-evict scheduler), `kv_capacity // E[ISL + OSL/2]` when its cache is paged
+  (vLLM, SGLang: requests hold what they use; the KV demand is checked in tokens as well).
 - Replicas for hour h: the larger of the memory need (enough slots and enough KV for the peak
   with headroom, default 20%) and the latency need (the fewest replicas whose predicted TTFT
   and ITL at the hour's peak rate and ISL × OSL mix meet the engine's SLO: app/sizing/slo_plan.py,
@@ -152,6 +154,7 @@ def window_config(
     coverage: float,
     max_context: int,
     max_batch_size: int | None = None,
+    paged: bool = False,
 ) -> WindowConfig:
     """Bounds from the window's own traffic, and the slots one replica then holds (at most the
     engine's max_batch_size when it has one)."""
@@ -159,10 +162,34 @@ def window_config(
     g = d.granularity
     max_in = min(_bound(d.hist["isl"][rows], coverage, g), max_context - g)
     max_seq = min(max(_bound(d.hist["seq"][rows], coverage, g), max_in + g), max_context)
-    slots = max(kv_capacity // max_seq, 0)
+    return WindowConfig(
+        hours, max_in, max_seq, _slots(d, hours, kv_capacity, max_seq, max_batch_size, paged)
+    )
+
+
+def _slots(
+    d: HourDemand,
+    hours: tuple[int, ...],
+    kv_capacity: int,
+    max_seq: int,
+    max_batch_size: int | None,
+    paged: bool,
+) -> int:
+    """Requests one replica runs at once. Reserved (TensorRT-LLM's no-evict scheduler): each
+    may grow to max_seq_len, kv_capacity // max_seq_len. Paged (vLLM, SGLang): the cache
+    holds requests at their real footprint, kv_capacity // the window's largest mean
+    E[ISL + OSL/2] (the KV demand is checked in tokens too); with a max_seq_len that one
+    request cannot fit in, none."""
+    if kv_capacity < max_seq:
+        return 0
+    if paged:
+        footprint = max((float(d.mean_footprint[h]) for h in hours), default=0.0)
+        slots = int(kv_capacity // max(footprint, 1.0))
+    else:
+        slots = kv_capacity // max_seq
     if max_batch_size:
         slots = min(slots, max_batch_size)
-    return WindowConfig(hours, max_in, max_seq, slots)
+    return max(slots, 0)
 
 
 def replicas_for(
@@ -218,16 +245,17 @@ def peak_need(
 
 
 def fixed_config(
+    d: HourDemand,
     max_input_len: int | None,
     max_seq_len: int,
     kv_capacity: int,
     max_batch_size: int | None,
+    paged: bool = False,
 ) -> WindowConfig:
     """A configuration with given bounds (today's build) for every hour."""
-    slots = max(kv_capacity // max(max_seq_len, 1), 0)
-    if max_batch_size:
-        slots = min(slots, max_batch_size)
-    return WindowConfig(tuple(range(24)), max_input_len or max_seq_len - 1, max_seq_len, slots)
+    hours = tuple(range(24))
+    slots = _slots(d, hours, kv_capacity, max_seq_len, max_batch_size, paged)
+    return WindowConfig(hours, max_input_len or max_seq_len - 1, max_seq_len, slots)
 
 
 def plans(
@@ -243,6 +271,7 @@ def plans(
     threshold: float = DEFAULT_THRESHOLD,
     days: int = 7,
     max_batch_size: int | None = None,
+    paged: bool = False,
     latency_need: list[int] | None = None,
     replicas_now: int | None = None,
     currency: str = "$",
@@ -263,7 +292,7 @@ def plans(
         )
 
     def config(hours: tuple[int, ...]) -> WindowConfig:
-        return window_config(d, hours, kv_capacity, coverage, max_context, max_batch_size)
+        return window_config(d, hours, kv_capacity, coverage, max_context, max_batch_size, paged)
 
     everything = config(tuple(range(24)))
     if everything.slots == 0:
