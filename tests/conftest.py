@@ -56,16 +56,22 @@ DemoTemplate = Callable[..., Path]
 
 @pytest.fixture(scope="session")
 def demo_template(tmp_path_factory: pytest.TempPathFactory, db_template: Path) -> DemoTemplate:
-    """`demo_template(requests=, days=, end=)`: a template holding that demo traffic, seeded
-    once per session and size (`end=None` means the hour the session first asked for it)."""
+    """`demo_template(requests=, days=, end=, sample_rate=)`: a template holding that demo
+    traffic, seeded once per session and size (`end=None` means the hour the session first asked
+    for it; `sample_rate=0.001` with ~33,000 requests: the platform at its production volume)."""
     made: dict[tuple, Path] = {}
 
-    def template(*, requests: int, days: int, end: datetime | None = END) -> Path:
-        key = (requests, days, end)
+    def template(
+        *, requests: int, days: int, end: datetime | None = END, sample_rate: float | None = None
+    ) -> Path:
+        key = (requests, days, end, sample_rate)
         if key not in made:
             stamp = end.strftime("%Y%m%d") if end else "now"
-            dest = tmp_path_factory.mktemp("templates") / f"demo-{requests}-{days}-{stamp}.duckdb"
-            made[key] = seed_template(db_template, dest, requests=requests, days=days, end=end)
+            name = f"demo-{requests}-{days}-{stamp}-{sample_rate or 1}.duckdb"
+            dest = tmp_path_factory.mktemp("templates") / name
+            made[key] = seed_template(
+                db_template, dest, requests=requests, days=days, end=end, sample_rate=sample_rate
+            )
         return made[key]
 
     return template

@@ -83,7 +83,7 @@ def test_demo_has_what_later_pages_need(tmp_path):
     cli("demo", "--db", db, "--requests", "40000", "--days", "14")
     con = duckdb.connect(db)
     engines = dict(con.execute("SELECT engine, count(*) FROM requests GROUP BY 1").fetchall())
-    assert set(engines) == {"chat-8b", "llm-70b", "code-7b"}
+    assert set(engines) == {"chat-8b", "llm-70b", "code-7b", "guard-8b"}
     days = con.execute(
         "SELECT date_diff('day', min(started_at), max(started_at)) FROM requests"
     ).fetchone()[0]
@@ -120,11 +120,11 @@ def test_recommend_prints_the_verdict_commands_and_json(tmp_path, demo_template)
     template = demo_template(requests=20000, days=14, end=None)
     db = str(copy_database(template, tmp_path / "r.duckdb"))
     out = cli("recommend", "--engine", "chat-8b", "--db", db).stdout
-    assert out.startswith("chat-8b: Built for 4,096-token prompts")
+    assert out.startswith("chat-8b: ") and "Built for 3,072-token prompts" in out
     assert "max_seq_len" in out and "vllm serve meta-llama/Llama-3.1-8B-Instruct" in out
     as_json = json.loads(cli("recommend", "--engine", "chat-8b", "--db", db, "--json").stdout)
-    assert as_json["status"] == "ok" and as_json["current"]["max_input_len"] == 4096
-    assert as_json["recommended"]["max_input_len"] < 4096
+    assert as_json["status"] == "ok" and as_json["current"]["max_input_len"] == 3072
+    assert as_json["recommended"]["max_input_len"] < 3072
     missing = cli("recommend", "--engine", "nope", "--db", db, check=False)
     assert missing.returncode == 1 and "has no profile" in missing.stderr
     bad = cli("recommend", "--engine", "chat-8b", "--since", "2x", "--db", db, check=False)
