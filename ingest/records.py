@@ -23,6 +23,11 @@ MAX_GAPS = 1_000_000
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS)]
 Millis = Annotated[float, msgspec.Meta(ge=0)]
+# The probability the gateway kept the record: the row stands for 1/p requests. The floor is
+# 2^-56, the smallest probability an OpenTelemetry sampling threshold can express; it keeps
+# every weight and every sum of them finite.
+MIN_SAMPLE_RATE = 2.0**-56
+Probability = Annotated[float, msgspec.Meta(ge=MIN_SAMPLE_RATE, le=1)]
 
 
 class RecordIn(msgspec.Struct, gc=False):
@@ -45,6 +50,7 @@ class RecordIn(msgspec.Struct, gc=False):
     error_type: Name | None = None
     stream: bool | None = None
     cached_tokens: Count | None = None
+    sample_rate: Probability | None = None
 
 
 FIELDS: tuple[str, ...] = RecordIn.__struct_fields__
@@ -62,6 +68,13 @@ _STORED_FIELDS = REQUESTS_SCHEMA.names[4:]
 _PATH = re.compile(r" - at `\$(?:\[\d+\])?\.?([^`]*)`$")
 _MISSING = re.compile(r"missing required field `([^`]+)`")
 _encoder = msgspec.json.Encoder()
+# What to send instead, added to msgspec's words for fields whose rule is not self-evident.
+_HINTS = {
+    "sample_rate": (
+        "send the probability the record was kept, a number with 0 < p <= 1 (0.01 for a 1% "
+        "sample; at least 2^-56), or leave it out for a record that was not sampled"
+    ),
+}
 
 
 def describe_error(exc: Exception) -> tuple[str | None, str]:
@@ -77,6 +90,8 @@ def describe_error(exc: Exception) -> tuple[str | None, str]:
     text = text.replace("`", "")
     if field and not text.startswith(field):
         text = f"{field}: {text}"
+    if field in _HINTS:
+        text = f"{text}; {_HINTS[field]}"
     return field, text
 
 

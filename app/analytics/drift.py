@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 import duckdb
 
+from app.analytics import weighted
 from app.analytics.filters import Filter
 from app.storage.rows import first_row
 
@@ -29,17 +30,52 @@ def _float(value) -> float | None:
     return None if value is None else float(value)
 
 
-def engine_weeks(cur: duckdb.DuckDBPyConnection, engine: str, end: datetime) -> dict:
-    """Requests, p99 ISL/OSL, p99.9 ISL and ISL + OSL, TTFT p95 and requests/s of the week
-    [end - 7d, end) ("last") and [end - 14d, end - 7d) ("previous"); None where no data."""
-    where, params = Filter(start=end - 2 * WEEK, end=end, engines=(engine,)).where()
-    # One scan for both weeks: grouping by the week a row falls in.
-    rows = cur.execute(
+def _weeks(cur: duckdb.DuckDBPyConnection, where: str, params: list) -> list[tuple]:
+    """One scan for both weeks: grouping by the week a row falls in."""
+    return cur.execute(
         "SELECT started_at >= ? AS last, count(*), quantile_cont(isl, [0.99, 0.999]), "
         "quantile_cont(osl, 0.99), quantile_cont(isl + osl, 0.999), quantile_cont(ttft_ms, 0.95) "
         f"FROM requests WHERE {where} GROUP BY 1",
-        [end - WEEK] + params,
+        params,
     ).fetchall()
+
+
+def _weighted_weeks(cur: duckdb.DuckDBPyConnection, where: str, params: list) -> list[tuple]:
+    """_weeks over sampled rows: weighted counts and quantiles, in the same row layout."""
+    source = f"(SELECT started_at >= ? AS last, * FROM requests WHERE {where})"
+    counts = cur.execute(
+        f"SELECT last, {weighted.count_sql(True)} FROM {source} GROUP BY 1", params
+    ).fetchall()
+    found = weighted.quantiles(
+        cur, source, params, ("last",), ("isl", "osl", "isl + osl", "ttft_ms"), (0.95, 0.99, 0.999)
+    )
+
+    def q(last: bool, measure: str, k: int) -> float | None:
+        return (found.get((last, measure)) or [None] * 3)[k]
+
+    return [
+        (
+            last,
+            n,
+            [q(last, "isl", 1), q(last, "isl", 2)],
+            q(last, "osl", 1),
+            q(last, "isl + osl", 2),
+            q(last, "ttft_ms", 0),
+        )
+        for last, n in counts
+    ]
+
+
+def engine_weeks(cur: duckdb.DuckDBPyConnection, engine: str, end: datetime) -> dict:
+    """Requests, p99 ISL/OSL, p99.9 ISL and ISL + OSL, TTFT p95 and requests/s of the week
+    [end - 7d, end) ("last") and [end - 14d, end - 7d) ("previous"); None where no data
+    (weighted by 1/sample_rate when the weeks hold sampled rows)."""
+    flt = Filter(start=end - 2 * WEEK, end=end, engines=(engine,))
+    where, params = flt.where()
+    if weighted.is_sampled(cur, flt):
+        rows = _weighted_weeks(cur, where, [end - WEEK] + params)
+    else:
+        rows = _weeks(cur, where, [end - WEEK] + params)
     # Rates over the time the engine has been seen: a week it started in the middle of is not
     # a week of zero traffic followed by a jump.
     first = first_row(cur, "SELECT min(started_at) FROM requests WHERE engine = ?", [engine])

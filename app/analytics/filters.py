@@ -5,6 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from app.storage.schema import WEIGHT
+
+# The requests a stored row stands for, 1 / sample_rate (NULL: 1). Every count is sum(WEIGHT),
+# every rate and share a ratio of such sums, every quantile a weighted quantile. Re-exported
+# here so analytics, goodput and the services weigh rows by one expression.
+__all__ = ["WEIGHT", "Filter"]
+
 
 @dataclass(frozen=True)
 class Filter:

@@ -6,9 +6,9 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from app.analytics import rollups
+from app.analytics import rollups, weighted
 from app.analytics.bins import LOG2_EDGES, case_sql
-from app.analytics.filters import Filter
+from app.analytics.filters import WEIGHT, Filter
 from app.analytics.windows import BUCKETS
 from app.storage.rollups import POSITION_EDGES, RELATIVE_ERROR
 from app.storage.rows import first_row
@@ -55,6 +55,8 @@ def trend(
             frame.attrs["relative_error"] = RELATIVE_ERROR
             return frame
     where, params = flt.where()
+    if weighted.is_sampled(cur, flt):
+        return _weighted_trend(cur, where, [seconds, tz, *params])
     cols = ", ".join(f"quantile_cont({m}, {list(TREND_QUANTILES)}) AS {m}" for m in TREND_MEASURES)
     frame = cur.execute(
         f"SELECT time_bucket(to_seconds(?), started_at, ?) AS bucket, count(*) AS requests, "
@@ -65,6 +67,30 @@ def trend(
         values = frame.pop(m)
         for k, name in enumerate(TREND_NAMES):
             frame[f"{m}_{name}"] = [None if v is None else v[k] for v in values]
+    frame.attrs["relative_error"] = 0.0
+    return frame
+
+
+def _weighted_trend(cur: duckdb.DuckDBPyConnection, where: str, params: list) -> pd.DataFrame:
+    """trend's raw path over sampled rows: weighted counts and quantiles per bucket."""
+    source = (
+        "(SELECT time_bucket(to_seconds(?), started_at, ?) AS bucket, * FROM requests "
+        f"WHERE {where})"
+    )
+    frame = cur.execute(
+        f"SELECT bucket, {weighted.count_sql(True)} AS requests FROM {source} "
+        "GROUP BY 1 ORDER BY 1",
+        params,
+    ).df()
+    found = weighted.quantiles(cur, source, params, ("bucket",), TREND_MEASURES, TREND_QUANTILES)
+    # The keys come back as DuckDB's Python values; match them on the frame's as Timestamps.
+    by_time = {(pd.Timestamp(k[0]).tz_convert("UTC"), k[1]): v for k, v in found.items()}
+    for m in TREND_MEASURES:
+        for k, name in enumerate(TREND_NAMES):
+            frame[f"{m}_{name}"] = [
+                (by_time.get((pd.Timestamp(b).tz_convert("UTC"), m)) or [None] * 3)[k]
+                for b in frame["bucket"]
+            ]
     frame.attrs["relative_error"] = 0.0
     return frame
 
@@ -89,17 +115,39 @@ def ttft_vs_isl(
         return frame, None if slope is None else slope * 1000
     where, params = flt.where()
     isl_case, edge_params = case_sql("isl", LOG2_EDGES)
-    frame = cur.execute(
-        f"SELECT {isl_case} AS bin, count(*) AS requests, median(ttft_ms) AS ttft_p50, "
-        f"quantile_cont(ttft_ms, 0.9) AS ttft_p90 FROM requests "
-        f"WHERE {where} AND ttft_ms IS NOT NULL GROUP BY 1 ORDER BY 1",
-        edge_params + params,
-    ).df()
+    if weighted.is_sampled(cur, flt):
+        source = (
+            f"(SELECT {isl_case} AS bin, * FROM requests WHERE {where} AND ttft_ms IS NOT NULL)"
+        )
+        frame = cur.execute(
+            f"SELECT bin, {weighted.count_sql(True)} AS requests FROM {source} "
+            "GROUP BY 1 ORDER BY 1",
+            edge_params + params,
+        ).df()
+        found = weighted.quantiles(
+            cur, source, edge_params + params, ("bin",), ("ttft_ms",), (0.5, 0.9)
+        )
+        for k, name in enumerate(("ttft_p50", "ttft_p90")):
+            frame[name] = [(found.get((b, "ttft_ms")) or [None, None])[k] for b in frame["bin"]]
+        # The weighted least-squares slope: each row counts 1/sample_rate times.
+        slope_sql = (
+            f"(sum({WEIGHT}) * sum({WEIGHT} * isl * ttft_ms) - sum({WEIGHT} * isl) * "
+            f"sum({WEIGHT} * ttft_ms)) / nullif(sum({WEIGHT}) * sum({WEIGHT} * isl * isl) - "
+            f"sum({WEIGHT} * isl) ^ 2, 0)"
+        )
+    else:
+        frame = cur.execute(
+            f"SELECT {isl_case} AS bin, count(*) AS requests, median(ttft_ms) AS ttft_p50, "
+            f"quantile_cont(ttft_ms, 0.9) AS ttft_p90 FROM requests "
+            f"WHERE {where} AND ttft_ms IS NOT NULL GROUP BY 1 ORDER BY 1",
+            edge_params + params,
+        ).df()
+        slope_sql = "regr_slope(ttft_ms, isl)"
     frame["isl_from"] = [LOG2_EDGES[int(b)] for b in frame["bin"]]
     frame.attrs["relative_error"] = 0.0
     row = first_row(
         cur,
-        f"SELECT regr_slope(ttft_ms, isl) FROM requests WHERE {where} AND ttft_ms IS NOT NULL",
+        f"SELECT {slope_sql} FROM requests WHERE {where} AND ttft_ms IS NOT NULL",
         params,
     )
     slope = None if row is None or row[0] is None else float(row[0]) * 1000
@@ -125,6 +173,8 @@ def itl_by_position(
         return frame
     where, params = flt.where()
     pos_case, edge_params = case_sql("pos", POSITION_EDGES)
+    if weighted.is_sampled(cur, flt):
+        return _weighted_itl(cur, where, pos_case, edge_params + params)
     frame = cur.execute(
         f"""SELECT {pos_case} AS bin, count(*) AS gaps, median(gap) AS itl_p50,
                    quantile_cont(gap, 0.9) AS itl_p90
@@ -139,12 +189,34 @@ def itl_by_position(
     return frame
 
 
+def _weighted_itl(
+    cur: duckdb.DuckDBPyConnection, where: str, pos_case: str, params: list
+) -> pd.DataFrame:
+    """itl_by_position's raw path over sampled rows: each gap weighs its request's weight."""
+    source = (
+        f"(SELECT {pos_case} AS bin, gap, sample_rate FROM (SELECT sample_rate, "
+        "unnest(range(1, len(token_gaps_ms) + 1)) AS pos, unnest(token_gaps_ms) AS gap "
+        f"FROM requests WHERE {where} AND token_gaps_ms IS NOT NULL))"
+    )
+    frame = cur.execute(
+        f"SELECT bin, {weighted.count_sql(True)} AS gaps FROM {source} GROUP BY 1 ORDER BY 1",
+        params,
+    ).df()
+    found = weighted.quantiles(cur, source, params, ("bin",), ("gap",), (0.5, 0.9))
+    for k, name in enumerate(("itl_p50", "itl_p90")):
+        frame[name] = [(found.get((b, "gap")) or [None, None])[k] for b in frame["bin"]]
+    frame["position_from"] = [POSITION_EDGES[int(b)] for b in frame["bin"]]
+    frame.attrs["relative_error"] = 0.0
+    return frame
+
+
 def e2e_distribution(cur: duckdb.DuckDBPyConnection, flt: Filter) -> pd.DataFrame:
     """Requests per time-to-completion bin (E2E, ms; half-open bins, the last open-ended)."""
     where, params = flt.where()
     e2e_case, edge_params = case_sql("e2e_ms", E2E_EDGES_MS)
+    n = weighted.count_sql(weighted.is_sampled(cur, flt))
     rows = cur.execute(
-        f"SELECT {e2e_case} AS bin, count(*) AS n FROM requests "
+        f"SELECT {e2e_case} AS bin, {n} AS n FROM requests "
         f"WHERE {where} AND e2e_ms IS NOT NULL GROUP BY 1",
         edge_params + params,
     ).fetchnumpy()

@@ -8,6 +8,12 @@ latency by requests in flight, the requests whose latency is read. Everything is
 raw rows, by a sweep: +1 at each start, -1 at each end, a running sum per engine in DuckDB's
 window functions; a request that started before the window but runs into it counts from the
 window's start. Requests with no engine form one group, `engine` null.
+
+Sampled rows: a request kept with probability p stands for 1/p requests in flight, so a
+sweep over a window holding sampled rows steps by WEIGHT (+1/p at a start, -1/p at its end):
+levels, busy time, counts and means are weighted, and the latency quantiles per level are
+weighted quantiles (app/analytics/weighted.py) from a second pass over the same sweep. The
+load classes of `ttft_by_isl_and_load` stay each engine's thirds of its stored arrivals.
 """
 
 from __future__ import annotations
@@ -20,8 +26,9 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from app.analytics import weighted
 from app.analytics.bins import LOG2_EDGES, case_sql
-from app.analytics.filters import Filter
+from app.analytics.filters import WEIGHT, Filter
 from app.analytics.windows import BUCKETS
 from app.storage.rows import first_row
 
@@ -90,6 +97,7 @@ def _sweep(
     *,
     buckets: tuple[int, str] | None = None,
     arrivals: bool = True,
+    sampled: bool = False,
 ) -> _Sql:
     """The shared CTEs of every load view, over the requests in flight in [start, end) (open
     ends unbounded) on the engines of the filter's requests:
@@ -107,7 +115,10 @@ def _sweep(
       buckets and the part [a, z) of each inside it (microseconds), `busy(eid, bi, us,
       running)`, the microseconds in flight in each bucket and the requests running at its
       start, and `peaks(eid, bi, level)`, the highest count just after a start in it; `bi`
-      of `counted` is the bucket of a start inside the window."""
+      of `counted` is the bucket of a start inside the window.
+
+    `sampled`: every count, time and level is weighted (the module's note); `arrivals` then
+    carries each request's `sample_rate` too."""
     lo, hi = _us(start, -_FOREVER_US), _us(end, _FOREVER_US)
     where, where_params = flt.where()
     q = _Sql()
@@ -141,9 +152,10 @@ def _sweep(
         )
         bucket_col = ", time_bucket(to_seconds(?), greatest(started_at, ?::TIMESTAMPTZ), ?) AS b0"
         bucket_params = [seconds, start, tz]
+    weight = f", {WEIGHT} AS w" if sampled else ""
     q.cte(
         "load",
-        f"SELECT eid, requests.rowid AS rid, {_T0} AS t0, {_T1} AS t1{bucket_col} "
+        f"SELECT eid, requests.rowid AS rid, {_T0} AS t0, {_T1} AS t1{bucket_col}{weight} "
         "FROM requests JOIN eng ON requests.engine IS NOT DISTINCT FROM eng.engine "
         f"WHERE e2e_ms IS NOT NULL AND {_T0} < ? AND {_T1} > ?",
         *bucket_params,
@@ -154,50 +166,63 @@ def _sweep(
         q.cte(
             "placed",
             "SELECT load.eid, load.rid, load.t0, load.t1, greatest(load.t0, ?) AS c0, "
-            "least(load.t1, ?) AS c1, marks.bi AS bi0, marks.a AS a0, marks.z AS z0 "
-            "FROM load JOIN marks ON marks.bucket = load.b0",
+            "least(load.t1, ?) AS c1, marks.bi AS bi0, marks.a AS a0, marks.z AS z0"
+            + (", load.w " if sampled else " ")
+            + "FROM load JOIN marks ON marks.bucket = load.b0",
             lo,
             hi,
         )
         source, bi, bi_params = "placed", "CASE WHEN t0 >= ? THEN bi0 END", [lo]
     else:
         source, bi, bi_params = "load", "NULL::INTEGER", []
-    q.cte(
-        "events",
-        f"SELECT eid, rid, {bi} AS bi, t0 * 4 + {START_} AS k FROM {source} "
-        f"UNION ALL SELECT eid, NULL, NULL, t1 * 4 + {END_} FROM {source} WHERE t1 < ?",
-        *bi_params,
-        hi,
-    )
+    if sampled:  # each event steps the level by its request's weight
+        q.cte(
+            "events",
+            f"SELECT eid, rid, {bi} AS bi, t0 * 4 + {START_} AS k, w AS d FROM {source} "
+            f"UNION ALL SELECT eid, NULL, NULL, t1 * 4 + {END_}, -w FROM {source} WHERE t1 < ?",
+            *bi_params,
+            hi,
+        )
+        step = "d"
+    else:
+        q.cte(
+            "events",
+            f"SELECT eid, rid, {bi} AS bi, t0 * 4 + {START_} AS k FROM {source} "
+            f"UNION ALL SELECT eid, NULL, NULL, t1 * 4 + {END_} FROM {source} WHERE t1 < ?",
+            *bi_params,
+            hi,
+        )
+        step = "CASE WHEN rid IS NULL THEN -1 ELSE 1 END"
     q.cte(
         "counted",
-        "SELECT rid, eid, bi, sum(CASE WHEN rid IS NULL THEN -1 ELSE 1 END) "
-        "OVER (PARTITION BY eid ORDER BY k) AS level FROM events",
+        f"SELECT rid, eid, bi, sum({step}) OVER (PARTITION BY eid ORDER BY k) AS level FROM events",
     )
     if arrivals:
+        rate = ", sample_rate" if sampled else ""
         q.cte(
             "arrivals",
-            "SELECT counted.eid, counted.level, r.ttft_ms, r.itl_ms, r.isl, r.osl "
-            "FROM counted JOIN (SELECT rowid AS rid, ttft_ms, itl_ms, isl, osl FROM requests "
-            f"WHERE {where}) r USING (rid)",
+            f"SELECT counted.eid, counted.level, r.ttft_ms, r.itl_ms, r.isl, r.osl{rate} "
+            f"FROM counted JOIN (SELECT rowid AS rid, ttft_ms, itl_ms, isl, osl{rate} "
+            f"FROM requests WHERE {where}) r USING (rid)",
             *where_params,
         )
     if buckets is not None:
         # Each request's part inside every bucket it touches; one that began before a
         # bucket's start (or the window's) runs at that start.
+        w, pw = (", w", ", p.w") if sampled else ("", "")
         q.cte(
             "pieces",
-            "SELECT eid, bi0 AS bi, c1 - c0 AS us, t0 < a0 AS running FROM placed "
+            f"SELECT eid, bi0 AS bi, c1 - c0 AS us, t0 < a0 AS running{w} FROM placed "
             "WHERE c1 <= z0 UNION ALL "
-            "SELECT p.eid, m.bi, least(p.c1, m.z) - greatest(p.c0, m.a), p.t0 < m.a "
+            f"SELECT p.eid, m.bi, least(p.c1, m.z) - greatest(p.c0, m.a), p.t0 < m.a{pw} "
             "FROM (SELECT * FROM placed WHERE c1 > z0) p "
             "JOIN marks m ON m.a < p.c1 AND m.z > p.c0",
         )
-        q.cte(
-            "busy",
-            "SELECT eid, bi, sum(us) AS us, count(*) FILTER (WHERE running) AS running "
-            "FROM pieces GROUP BY ALL",
-        )
+        if sampled:
+            busy = "sum(us * w) AS us, coalesce(sum(w) FILTER (WHERE running), 0) AS running"
+        else:
+            busy = "sum(us) AS us, count(*) FILTER (WHERE running) AS running"
+        q.cte("busy", f"SELECT eid, bi, {busy} FROM pieces GROUP BY ALL")
         q.cte(
             "peaks",
             "SELECT eid, bi, max(level) AS level FROM counted WHERE bi IS NOT NULL GROUP BY ALL",
@@ -215,15 +240,36 @@ _SERIES_SELECT = """
     WHERE marks.z > marks.a"""
 
 
-def _levels_select(
+def _level_groups(
     edges: tuple[int, ...], isl_edges: Sequence[int] | None, per_engine: bool
-) -> tuple[str, list]:
+) -> tuple[list[str], list]:
     level_case, params = case_sql("level", edges)
     group = ["eid" if per_engine else "NULL::INTEGER AS eid", f"{level_case} AS bin"]
     if isl_edges is not None:
         isl_case, isl_params = case_sql("isl", tuple(isl_edges))
         group.append(f"{isl_case} AS isl_bin")
         params += isl_params
+    return group, params
+
+
+def _levels_select(
+    edges: tuple[int, ...],
+    isl_edges: Sequence[int] | None,
+    per_engine: bool,
+    sampled: bool = False,
+) -> tuple[str, list]:
+    group, params = _level_groups(edges, isl_edges, per_engine)
+    if sampled:  # the quantiles come from `_weighted_levels`; the level's eid is kept for it
+        sql = f"""
+        SELECT eng.engine, levels.* FROM (
+            SELECT {", ".join(group)}, {weighted.count_sql(True)} AS requests,
+                   {weighted.mean_sql("level", True)} AS inflight_mean,
+                   max(level) AS level_max, NULL::DOUBLE[] AS ttft, NULL::DOUBLE[] AS itl,
+                   {weighted.mean_sql("isl", True)} AS isl_mean,
+                   {weighted.mean_sql("osl", True)} AS osl_mean,
+                   NULL::DOUBLE AS isl_p50, NULL::DOUBLE AS osl_p50
+            FROM arrivals GROUP BY ALL) levels LEFT JOIN eng USING (eid)"""
+        return sql, params
     qs = list(QUANTILES)
     sql = f"""
         SELECT eng.engine, levels.* EXCLUDE (eid) FROM (
@@ -235,8 +281,59 @@ def _levels_select(
     return sql, params
 
 
-def _split_select(isl_edges: Sequence[int]) -> tuple[str, list]:
+def _weighted_levels(
+    cur: duckdb.DuckDBPyConnection,
+    q: _Sql,
+    frame: pd.DataFrame,
+    edges: tuple[int, ...],
+    isl_edges: Sequence[int] | None,
+    per_engine: bool,
+) -> pd.DataFrame:
+    """Fill the weighted quantiles of a sampled `_levels_select` frame (rows of its view)."""
+    group, params = _level_groups(edges, isl_edges, per_engine)
+    keys = ("eid", "bin") + (("isl_bin",) if isl_edges is not None else ())
+    source = (
+        "(WITH " + ", ".join(q.ctes) + f" SELECT {', '.join(group)}, ttft_ms, itl_ms, isl, osl, "
+        "sample_rate FROM arrivals)"
+    )
+    found = weighted.quantiles(
+        cur, source, q.params + params, keys, ("ttft_ms", "itl_ms", "isl", "osl"), QUANTILES
+    )
+    frame = frame.copy()
+
+    def at(row: dict, measure: str) -> list[float | None] | None:
+        key = tuple(None if pd.isna(row[k]) else int(row[k]) for k in keys)
+        return found.get((*key, measure))
+
+    rows = frame.to_dict("records")
+    frame["ttft"] = [at(r, "ttft_ms") for r in rows]
+    frame["itl"] = [at(r, "itl_ms") for r in rows]
+    frame["isl_p50"] = [(at(r, "isl") or [np.nan])[0] for r in rows]
+    frame["osl_p50"] = [(at(r, "osl") or [np.nan])[0] for r in rows]
+    return frame.drop(columns="eid")
+
+
+_CLASSED = """
+        SELECT CASE WHEN a.level <= c.q1 THEN 0 WHEN a.level <= c.q2 THEN 1 ELSE 2 END
+                   AS load, {isl_case} AS isl_bin, a.*, c.engines
+        FROM arrivals a JOIN (
+            SELECT eid, quantile_disc(level, 1 / 3) AS q1, quantile_disc(level, 2 / 3) AS q2,
+                   count(*) OVER () AS engines
+            FROM arrivals WHERE ttft_ms IS NOT NULL GROUP BY eid) c USING (eid)
+        WHERE a.ttft_ms IS NOT NULL"""
+
+
+def _split_select(isl_edges: Sequence[int], sampled: bool = False) -> tuple[str, list]:
     isl_case, params = case_sql("a.isl", tuple(isl_edges))
+    if sampled:  # the quantiles come from `_weighted_split`
+        sql = f"""
+        SELECT load, isl_bin, {weighted.count_sql(True)} AS requests,
+               NULL::DOUBLE AS ttft_p50, NULL::DOUBLE AS ttft_p90,
+               min(level) AS inflight_lo, max(level) AS inflight_hi,
+               {weighted.mean_sql("level", True)} AS inflight_mean,
+               any_value(engines) AS engines
+        FROM ({_CLASSED.format(isl_case=isl_case)}) GROUP BY ALL"""
+        return sql, params
     sql = f"""
         SELECT CASE WHEN a.level <= c.q1 THEN 0 WHEN a.level <= c.q2 THEN 1 ELSE 2 END
                    AS load,
@@ -253,6 +350,30 @@ def _split_select(isl_edges: Sequence[int]) -> tuple[str, list]:
     return sql, params
 
 
+def _weighted_split(
+    cur: duckdb.DuckDBPyConnection, q: _Sql, frame: pd.DataFrame, isl_edges: Sequence[int]
+) -> pd.DataFrame:
+    """Fill the weighted TTFT quantiles of a sampled `_split_select` frame."""
+    isl_case, params = case_sql("a.isl", tuple(isl_edges))
+    source = "(WITH " + ", ".join(q.ctes) + _CLASSED.format(isl_case=isl_case) + ")"
+    found = weighted.quantiles(
+        cur, source, q.params + params, ("load", "isl_bin"), ("ttft_ms",), (0.5, 0.9)
+    )
+    frame = frame.copy()
+    rows = frame.to_dict("records")
+    for k, name in enumerate(("ttft_p50", "ttft_p90")):
+        frame[name] = [
+            (found.get((int(r["load"]), int(r["isl_bin"]), "ttft_ms")) or [np.nan, np.nan])[k]
+            for r in rows
+        ]
+    return frame
+
+
+def _sampled(cur: duckdb.DuckDBPyConnection, start: datetime | None, end: datetime | None) -> bool:
+    """Whether the sweep's window holds sampled rows (of any engine: the load is all of them)."""
+    return weighted.is_sampled(cur, Filter(start=start, end=end))
+
+
 def _check_edges(edges: Sequence[int]) -> tuple[int, ...]:
     out = tuple(int(e) for e in edges)
     if not out or out[0] != 1 or any(b <= a for a, b in zip(out, out[1:], strict=False)):
@@ -265,7 +386,8 @@ def _series_frame(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame.sort_values(["engine", "bucket"], na_position="last", kind="stable")
     frame = frame.reset_index(drop=True)
     frame["inflight_mean"] = frame["inflight_mean"].astype(float)
-    frame["inflight_max"] = frame["inflight_max"].astype("int64")
+    # Weighted levels are float sums of 1/p: rounded, not truncated (exact counts unchanged).
+    frame["inflight_max"] = np.rint(frame["inflight_max"].astype(float)).astype("int64")
     return frame
 
 
@@ -275,7 +397,7 @@ def _levels_frame(
     keys = ["engine", "bin"] + (["isl_bin"] if isl_edges is not None else [])
     frame = frame.sort_values(keys, na_position="last", kind="stable").reset_index(drop=True)
     bins = frame["bin"].astype(int).tolist()
-    tops = frame["level_max"].astype(int).tolist()
+    tops = np.rint(frame["level_max"].astype(float)).astype(int).tolist()
     out = pd.DataFrame({"engine": frame["engine"].astype(object)})
     out["inflight_lo"] = [edges[b] for b in bins]
     out["inflight_hi"] = [
@@ -310,8 +432,9 @@ def _split_frame(frame: pd.DataFrame, isl_edges: Sequence[int]) -> pd.DataFrame:
     out["ttft_p90"] = frame["ttft_p90"].astype(float)
     # The class's range over all its bins (the legend's "1-3 in flight").
     grouped = frame.groupby("load")
-    out["inflight_lo"] = grouped["inflight_lo"].transform("min").astype("int64").to_numpy()
-    out["inflight_hi"] = grouped["inflight_hi"].transform("max").astype("int64").to_numpy()
+    lo, hi = grouped["inflight_lo"].transform("min"), grouped["inflight_hi"].transform("max")
+    out["inflight_lo"] = np.rint(lo.astype(float)).astype("int64").to_numpy()
+    out["inflight_hi"] = np.rint(hi.astype(float)).astype("int64").to_numpy()
     out["inflight_mean"] = frame["inflight_mean"].astype(float)
     out.attrs["engines"] = int(frame["engines"].iloc[0]) if len(frame) else 0
     return out
@@ -341,9 +464,13 @@ def latency_by_inflight(
     pools the engines (each request still counted against its own engine's load); `engine`
     is then null."""
     edges = _check_edges(edges)
-    q = _sweep(flt, flt.start, flt.end)
-    select, params = _levels_select(edges, isl_edges, per_engine)
-    return _levels_frame(q.df(cur, select, *params), edges, isl_edges)
+    sampled = _sampled(cur, flt.start, flt.end)
+    q = _sweep(flt, flt.start, flt.end, sampled=sampled)
+    select, params = _levels_select(edges, isl_edges, per_engine, sampled)
+    frame = q.df(cur, select, *params)
+    if sampled:
+        frame = _weighted_levels(cur, q, frame, edges, isl_edges, per_engine)
+    return _levels_frame(frame, edges, isl_edges)
 
 
 def levels_and_shapes(
@@ -359,9 +486,10 @@ def levels_and_shapes(
     requests), for a model evaluated cell by cell: a level's median shape is not its shapes
     (latency is far from linear in ISL and OSL together)."""
     edges = _check_edges(edges)
-    q = _sweep(flt, flt.start, flt.end)
-    levels_sql, levels_params = _levels_select(edges, None, True)
-    shapes_sql, shapes_params = _shapes_select(edges, shape_edges)
+    sampled = _sampled(cur, flt.start, flt.end)
+    q = _sweep(flt, flt.start, flt.end, sampled=sampled)
+    levels_sql, levels_params = _levels_select(edges, None, True, sampled)
+    shapes_sql, shapes_params = _shapes_select(edges, shape_edges, sampled)
     frame = q.df(
         cur,
         f"SELECT 'levels' AS view, * FROM ({levels_sql}) "
@@ -369,20 +497,25 @@ def levels_and_shapes(
         *levels_params,
         *shapes_params,
     )
-    return (
-        _levels_frame(frame[frame["view"] == "levels"], edges, None),
-        _shapes_frame(frame[frame["view"] == "shapes"], edges),
+    levels = frame[frame["view"] == "levels"]
+    if sampled:
+        levels = _weighted_levels(cur, q, levels, edges, None, True)
+    return _levels_frame(levels, edges, None), _shapes_frame(
+        frame[frame["view"] == "shapes"], edges
     )
 
 
-def _shapes_select(edges: tuple[int, ...], shape_edges: Sequence[int]) -> tuple[str, list]:
+def _shapes_select(
+    edges: tuple[int, ...], shape_edges: Sequence[int], sampled: bool = False
+) -> tuple[str, list]:
     level_case, params = case_sql("level", edges)
     isl_case, isl_params = case_sql("isl", tuple(shape_edges))
     osl_case, osl_params = case_sql("osl", tuple(shape_edges))
     sql = f"""
         SELECT eng.engine, cells.bin, cells.isl, cells.osl, cells.requests FROM (
             SELECT eid, {level_case} AS bin, {isl_case} AS ib, {osl_case} AS ob,
-                   median(isl) AS isl, median(osl) AS osl, count(*) AS requests
+                   median(isl) AS isl, median(osl) AS osl,
+                   {weighted.count_sql(sampled)} AS requests
             FROM arrivals WHERE itl_ms IS NOT NULL GROUP BY ALL) cells
         LEFT JOIN eng USING (eid)"""
     return sql, params + isl_params + osl_params
@@ -411,9 +544,13 @@ def ttft_by_isl_and_load(
     (0, 1, 2), `load_name`, `isl_from`, `requests`, `ttft_p50`, `ttft_p90`, `inflight_lo`,
     `inflight_hi` (the counts met in the class over every engine) and `inflight_mean`;
     `frame.attrs["engines"]` is the number of engines pooled."""
-    q = _sweep(flt, flt.start, flt.end)
-    select, params = _split_select(isl_edges)
-    return _split_frame(q.df(cur, select, *params), isl_edges)
+    sampled = _sampled(cur, flt.start, flt.end)
+    q = _sweep(flt, flt.start, flt.end, sampled=sampled)
+    select, params = _split_select(isl_edges, sampled)
+    frame = q.df(cur, select, *params)
+    if sampled:
+        frame = _weighted_split(cur, q, frame, isl_edges)
+    return _split_frame(frame, isl_edges)
 
 
 def bucket_for(start: datetime | None, end: datetime | None) -> str:
@@ -470,7 +607,8 @@ def inflight_series(
     start, end = series_window(cur, flt)
     if start is None or end is None or start >= end:
         return _empty_series()
-    q = _sweep(flt, start, end, buckets=(BUCKETS[bucket], tz), arrivals=False)
+    sampled = _sampled(cur, start, end)
+    q = _sweep(flt, start, end, buckets=(BUCKETS[bucket], tz), arrivals=False, sampled=sampled)
     return _series_frame(q.df(cur, _SERIES_SELECT))
 
 
@@ -509,9 +647,10 @@ def load_views(
             _levels_frame(empty.df(cur, levels_sql + " LIMIT 0", *levels_params), edges, None),
             _split_frame(empty.df(cur, split_sql + " LIMIT 0", *split_params), isl_edges),
         )
-    q = _sweep(flt, start, end, buckets=(BUCKETS[bucket], tz))
-    levels_sql, levels_params = _levels_select(edges, None, True)
-    split_sql, split_params = _split_select(isl_edges)
+    sampled = _sampled(cur, start, end)
+    q = _sweep(flt, start, end, buckets=(BUCKETS[bucket], tz), sampled=sampled)
+    levels_sql, levels_params = _levels_select(edges, None, True, sampled)
+    split_sql, split_params = _split_select(isl_edges, sampled)
     # One result of three shapes: each row says which view it belongs to.
     frame = q.df(
         cur,
@@ -522,9 +661,13 @@ def load_views(
         *split_params,
     )
     # Names shared by two views keep their meaning in each (inflight_mean, requests …).
+    levels, split = frame[frame["view"] == "levels"], frame[frame["view"] == "split"]
+    if sampled:
+        levels = _weighted_levels(cur, q, levels, edges, None, True)
+        split = _weighted_split(cur, q, split, isl_edges)
     return LoadViews(
         bucket,
         _series_frame(frame[frame["view"] == "series"]),
-        _levels_frame(frame[frame["view"] == "levels"], edges, None),
-        _split_frame(frame[frame["view"] == "split"], isl_edges),
+        _levels_frame(levels, edges, None),
+        _split_frame(split, isl_edges),
     )

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import duckdb
 
+from app.analytics import weighted
 from app.analytics.filters import Filter
 from app.analytics.shapes import heatmap
 from app.storage.rows import first_row
@@ -63,13 +64,15 @@ def shape_mix(cur: duckdb.DuckDBPyConnection, flt: Filter) -> Mix:
 
 
 def mean_in_flight(cur: duckdb.DuckDBPyConnection, flt: Filter) -> float | None:
-    """Time-averaged requests in flight over the window: Σ E2E ÷ the window's length."""
+    """Time-averaged requests in flight over the window: Σ E2E ÷ the window's length (a
+    sampled request stands for 1/sample_rate requests in flight)."""
     if flt.start is None or flt.end is None:
         return None
     where, params = flt.where()
+    e2e = weighted.total_sql("e2e_ms", weighted.is_sampled(cur, flt))
     row = first_row(
         cur,
-        f"SELECT coalesce(sum(e2e_ms), 0) FROM requests WHERE {where} AND e2e_ms IS NOT NULL",
+        f"SELECT coalesce({e2e}, 0) FROM requests WHERE {where} AND e2e_ms IS NOT NULL",
         params,
     )
     seconds = (flt.end - flt.start).total_seconds()
@@ -82,9 +85,10 @@ def peak_hour_in_flight(cur: duckdb.DuckDBPyConnection, flt: Filter) -> float | 
     """Mean requests in flight in the window's busiest hour (Σ E2E of the requests that
     started in it ÷ 3,600 s), or None without requests."""
     where, params = flt.where()
+    e2e = weighted.total_sql("e2e_ms", weighted.is_sampled(cur, flt))
     row = first_row(
         cur,
-        f"SELECT max(s) FROM (SELECT sum(e2e_ms) AS s FROM requests WHERE {where} "
+        f"SELECT max(s) FROM (SELECT {e2e} AS s FROM requests WHERE {where} "
         "AND e2e_ms IS NOT NULL GROUP BY date_trunc('hour', started_at))",
         params,
     )

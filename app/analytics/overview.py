@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-from app.analytics import rollups
+from app.analytics import rollups, weighted
 from app.analytics.filters import Filter
 from app.storage.rollups import RELATIVE_ERROR
 from app.storage.rows import first_row
@@ -30,6 +30,8 @@ def per_model(
             frame.attrs["relative_error"] = RELATIVE_ERROR
             return frame
     where, params = flt.where()
+    if weighted.is_sampled(cur, flt):
+        return _weighted_per_model(cur, where, params)
     frame = cur.execute(
         f"""
         SELECT model,
@@ -45,6 +47,36 @@ def per_model(
         """,
         params,
     ).df()
+    frame.attrs["relative_error"] = 0.0
+    return frame
+
+
+NOT_OK = "status <> 'ok'"
+
+
+def _weighted_per_model(cur: duckdb.DuckDBPyConnection, where: str, params: list) -> pd.DataFrame:
+    """per_model's exact path over a window holding sampled rows."""
+    frame = cur.execute(
+        f"SELECT model, {weighted.count_sql(True)} AS requests, "
+        f"{weighted.share_sql(NOT_OK, True)} AS error_share "
+        f"FROM requests WHERE {where} GROUP BY model ORDER BY requests DESC, model",
+        params,
+    ).df()
+    found = weighted.quantiles(
+        cur,
+        f"(SELECT * FROM requests WHERE {where})",
+        params,
+        ("model",),
+        ("isl", "osl", "ttft_ms"),
+        (0.5, 0.99),
+    )
+    for measure, prefix in (("isl", "isl"), ("osl", "osl"), ("ttft_ms", "ttft")):
+        unit = "_ms" if measure == "ttft_ms" else ""
+        for k, name in enumerate(("p50", "p99")):
+            frame[f"{prefix}_{name}{unit}"] = [
+                (found.get((m, measure)) or [None, None])[k] for m in frame["model"]
+            ]
+    frame = frame[list(MODEL_COLUMNS)]
     frame.attrs["relative_error"] = 0.0
     return frame
 
@@ -84,11 +116,14 @@ def _model_row(model: str | None, group: rollups.GroupStats) -> tuple:
 
 
 def span(cur: duckdb.DuckDBPyConnection) -> dict:
-    """First and last start time, totals, gateways, and whether the Azure trace is present."""
+    """First and last start time, totals (estimated requests and tokens when sampled),
+    gateways, and whether the Azure trace is present."""
+    sampled = weighted.is_sampled(cur, Filter())
     row = first_row(
         cur,
-        "SELECT min(started_at), max(started_at), count(*), coalesce(sum(isl), 0), "
-        "coalesce(sum(osl), 0), count(DISTINCT gateway), "
+        f"SELECT min(started_at), max(started_at), {weighted.count_sql(sampled)}, "
+        f"coalesce({weighted.sum_sql('isl', sampled)}, 0), "
+        f"coalesce({weighted.sum_sql('osl', sampled)}, 0), count(DISTINCT gateway), "
         "count(*) FILTER (WHERE gateway = ?) FROM requests",
         [AZURE_GATEWAY],
     )
@@ -149,13 +184,23 @@ def kpis(
                     out[f"{m}_{name}"] = None if found is None else found.quantiles[k]
             return out
     where, params = flt.where()
-    parts = ", ".join(f"quantile_cont({m}, {[p for _, p in KPI_QUANTILES]})" for m in LATENCIES)
+    sampled = weighted.is_sampled(cur, flt)
+    qs = [p for _, p in KPI_QUANTILES]
+    # Sampled: the quantiles come from the weighted query below; NULL placeholders keep the
+    # row's layout.
+    parts = ", ".join("NULL" if sampled else f"quantile_cont({m}, {qs})" for m in LATENCIES)
     row = first_row(
         cur,
-        "SELECT count(*), coalesce(sum(isl), 0), coalesce(sum(osl), 0), "
-        f"avg(CASE WHEN status = 'ok' THEN 0 ELSE 1 END), {parts} FROM requests WHERE {where}",
+        f"SELECT {weighted.count_sql(sampled)}, "
+        f"coalesce({weighted.sum_sql('isl', sampled)}, 0), "
+        f"coalesce({weighted.sum_sql('osl', sampled)}, 0), "
+        f"{weighted.share_sql(NOT_OK, sampled)}, {parts} FROM requests WHERE {where}",
         params,
     )
+    if sampled and row is not None:
+        source = f"(SELECT * FROM requests WHERE {where})"
+        latencies = weighted.quantiles(cur, source, params, (), LATENCIES, tuple(qs))
+        row = (*row[:4], *(latencies.get((m,)) for m in LATENCIES))
     assert row is not None
     out = {
         "requests": int(row[0]),

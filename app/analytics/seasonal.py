@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 import duckdb
 import numpy as np
 
+from app.analytics import weighted
 from app.analytics.filters import Filter
 
 HOUR_QUANTILES = (0.5, 0.99, 0.999)
@@ -47,13 +48,19 @@ def hourly_load(
     max_tokens: int = 1 << 20,
 ) -> HourlyLoad:
     """Per (local date, hour): requests, KV token-seconds and E2E sums; per hour: g-wide ISL,
-    OSL and ISL + OSL histograms and the KV footprint sum (for E[ISL + OSL/2])."""
+    OSL and ISL + OSL histograms and the KV footprint sum (for E[ISL + OSL/2]). Sampled rows
+    count 1/sample_rate requests each (counts rounded to whole requests)."""
     where, params = flt.where()
+    sampled = weighted.is_sampled(cur, flt)
+    count = weighted.count_sql(sampled)
     local = "(started_at AT TIME ZONE ?)"
+    kv_sum = weighted.total_sql("e2e_ms / 1000.0 * (isl + osl / 2.0)", sampled)
+    e2e_sum = weighted.total_sql("e2e_ms / 1000.0", sampled)
+    n_e2e = weighted.count_sql(sampled, "e2e_ms IS NOT NULL")
     cells = cur.execute(
-        f"SELECT strftime({local}, '%Y-%m-%d') AS d, hour({local}) AS h, count(*) AS n, "
-        "coalesce(sum(e2e_ms / 1000.0 * (isl + osl / 2.0)), 0) AS kv_token_seconds, "
-        "coalesce(sum(e2e_ms / 1000.0), 0) AS e2e_s, count(e2e_ms) AS n_e2e "
+        f"SELECT strftime({local}, '%Y-%m-%d') AS d, hour({local}) AS h, {count} AS n, "
+        f"coalesce({kv_sum}, 0) AS kv_token_seconds, "
+        f"coalesce({e2e_sum}, 0) AS e2e_s, {n_e2e} AS n_e2e "
         f"FROM requests WHERE {where} GROUP BY ALL",
         [tz, tz, *params],
     ).fetchall()
@@ -62,7 +69,7 @@ def hourly_load(
         rows = cur.execute(
             # Buckets beyond the model's context all mean "too long": one bucket keeps the
             # histograms small whatever an outlier's length.
-            f"SELECT hour({local}) AS h, least(({expr}) // ?, ?) AS b, count(*) FROM requests "
+            f"SELECT hour({local}) AS h, least(({expr}) // ?, ?) AS b, {count} FROM requests "
             f"WHERE {where} GROUP BY ALL",
             [tz, granularity, max_tokens // granularity + 1, *params],
         ).fetchall()
@@ -72,7 +79,8 @@ def hourly_load(
             grid[int(h), int(b)] += int(n)
         hist[name] = grid
     kv = cur.execute(
-        f"SELECT hour({local}) AS h, sum(isl + osl / 2.0), count(*) FROM requests "
+        f"SELECT hour({local}) AS h, {weighted.total_sql('isl + osl / 2.0', sampled)}, {count} "
+        "FROM requests "
         f"WHERE {where} GROUP BY ALL",
         [tz, *params],
     ).fetchall()
@@ -80,18 +88,34 @@ def hourly_load(
     counts = np.zeros(24)
     for h, total, n in kv:
         footprint[int(h)], counts[int(h)] = float(total), float(n)
-    quantiles = {
-        int(h): {"isl": list(isl_q), "osl": list(osl_q)}
-        for h, isl_q, osl_q in cur.execute(
-            f"SELECT hour({local}) AS h, quantile_cont(isl, {list(HOUR_QUANTILES)}), "
-            f"quantile_cont(osl, {list(HOUR_QUANTILES)}) FROM requests WHERE {where} GROUP BY ALL",
-            [tz, *params],
-        ).fetchall()
-    }
+    if sampled:
+        source = f"(SELECT hour({local}) AS h, * FROM requests WHERE {where})"
+        found = weighted.quantiles(
+            cur, source, [tz, *params], ("h",), ("isl", "osl"), HOUR_QUANTILES
+        )
+        quantiles: dict[int, dict[str, list[float]]] = {}
+        for (h, measure), values in found.items():
+            quantiles.setdefault(int(h), {})[measure] = [v for v in values if v is not None]
+    else:
+        quantiles = _hour_quantiles(cur, where, params, tz)
     return {
         "cells": cells,
         "hist": hist,
         "footprint_sum": footprint,
         "count": counts,
         "quantiles": quantiles,
+    }
+
+
+def _hour_quantiles(
+    cur: duckdb.DuckDBPyConnection, where: str, params: list, tz: str
+) -> dict[int, dict[str, list[float]]]:
+    local = "(started_at AT TIME ZONE ?)"
+    return {
+        int(h): {"isl": list(isl_q), "osl": list(osl_q)}
+        for h, isl_q, osl_q in cur.execute(
+            f"SELECT hour({local}) AS h, quantile_cont(isl, {list(HOUR_QUANTILES)}), "
+            f"quantile_cont(osl, {list(HOUR_QUANTILES)}) FROM requests WHERE {where} GROUP BY ALL",
+            [tz, *params],
+        ).fetchall()
     }

@@ -8,7 +8,7 @@ from typing import SupportsFloat, cast
 import duckdb
 import numpy as np
 
-from app.analytics import rollups
+from app.analytics import rollups, weighted
 from app.analytics.bins import LOG2_EDGES, case_sql, edges_for
 from app.analytics.filters import Filter
 from app.storage.rollups import HALF_OCTAVE_EDGES, MEASURES, RELATIVE_ERROR
@@ -46,7 +46,8 @@ def heatmap(
     isl_width: int | None = None,
     osl_width: int | None = None,
 ) -> HeatMap:
-    """Request counts per (ISL bin, OSL bin); every request falls in exactly one cell."""
+    """Request counts per (ISL bin, OSL bin); every request falls in exactly one cell (a
+    sampled row counts 1/sample_rate requests, cells rounded to whole requests)."""
     if bins != "linear" and (sp := rollups.split(cur, flt)) is not None:
         half = rollups.half_octave_counts(cur, flt, sp)
         if bins == "log2":  # log2 bin k is half-octave bins 2k-1 and 2k (bin 0 is [0, 16))
@@ -62,8 +63,9 @@ def heatmap(
     isl_case, isl_params = case_sql("isl", isl_edges)
     osl_case, osl_params = case_sql("osl", osl_edges)
     where, params = flt.where()
+    n = weighted.count_sql(weighted.is_sampled(cur, flt))
     rows = cur.execute(
-        f"SELECT {isl_case} AS i, {osl_case} AS j, count(*) AS n FROM requests "
+        f"SELECT {isl_case} AS i, {osl_case} AS j, {n} AS n FROM requests "
         f"WHERE {where} GROUP BY ALL",
         isl_params + osl_params + params,
     ).fetchnumpy()
@@ -84,7 +86,8 @@ def quantiles(cur: duckdb.DuckDBPyConnection, flt: Filter, *, exact: bool = Fals
     """p50/p90/p99/p99.9 and max of token counts and latencies (nulls ignored).
 
     Windows of a day or more come from the hourly rollups, within RELATIVE_ERROR (±0.99%);
-    shorter ones, or `exact`, use DuckDB's exact quantile_cont on the raw rows."""
+    shorter ones, or `exact`, use DuckDB's exact quantile_cont on the raw rows (weighted
+    quantiles when the window holds sampled rows: app/analytics/weighted.py)."""
     if not exact and (sp := rollups.split(cur, flt)) is not None:
         stats = rollups.value_stats(cur, flt, sp, QUANTILES)
         if stats is not None:
@@ -98,6 +101,8 @@ def quantiles(cur: duckdb.DuckDBPyConnection, flt: Filter, *, exact: bool = Fals
             approx.relative_error = RELATIVE_ERROR
             return approx
     where, params = flt.where()
+    if weighted.is_sampled(cur, flt):
+        return _weighted_quantiles(cur, where, params)
     selects = ", ".join(
         f"quantile_cont({m}, {list(QUANTILES)}), max({m}), count({m})" for m in MEASURES
     )
@@ -109,6 +114,23 @@ def quantiles(cur: duckdb.DuckDBPyConnection, flt: Filter, *, exact: bool = Fals
         values = dict(zip(QUANTILE_NAMES, cast(list, found_qs) if n else [None] * 4, strict=True))
         values["max"] = float(cast(SupportsFloat, top)) if n else None
         out[measure] = {k2: (None if v is None else float(v)) for k2, v in values.items()}
+    return out
+
+
+def _weighted_quantiles(cur: duckdb.DuckDBPyConnection, where: str, params: list) -> Quantiles:
+    source = f"(SELECT * FROM requests WHERE {where})"
+    found = weighted.quantiles(cur, source, params, (), MEASURES, QUANTILES)
+    tops = first_row(
+        cur, f"SELECT {', '.join(f'max({m})' for m in MEASURES)} FROM {source}", params
+    )
+    out = Quantiles()
+    for k, measure in enumerate(MEASURES):
+        qs = found.get((measure,), [None] * len(QUANTILES))
+        top = tops[k] if tops else None
+        out[measure] = {
+            **dict(zip(QUANTILE_NAMES, qs, strict=True)),
+            "max": None if top is None else float(top),
+        }
     return out
 
 
@@ -127,12 +149,19 @@ def four_shapes(
         quarters = (half[i:, :j], half[i:, j:], half[:i, j:], half[:i, :j])
         return dict(zip(names, (int(q.sum()) for q in quarters), strict=True))
     where, params = flt.where()
+    sampled = weighted.is_sampled(cur, flt)
+    counts = ", ".join(
+        weighted.count_sql(sampled, condition)
+        for condition in (
+            "isl >= ? AND osl < ?",
+            "isl >= ? AND osl >= ?",
+            "isl < ? AND osl >= ?",
+            "isl < ? AND osl < ?",
+        )
+    )
     row = first_row(
         cur,
-        "SELECT count(*) FILTER (WHERE isl >= ? AND osl < ?), "
-        "count(*) FILTER (WHERE isl >= ? AND osl >= ?), "
-        "count(*) FILTER (WHERE isl < ? AND osl >= ?), "
-        f"count(*) FILTER (WHERE isl < ? AND osl < ?) FROM requests WHERE {where}",
+        f"SELECT {counts} FROM requests WHERE {where}",
         [long_isl, long_osl] * 4 + params,
     )
     return dict(zip(names, (int(v) for v in row), strict=True)) if row else dict.fromkeys(names, 0)

@@ -6,13 +6,14 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from app.analytics import rollups
+from app.analytics import rollups, weighted
 from app.analytics.filters import Filter
 from app.analytics.windows import BUCKETS
 
 
 def rates(cur: duckdb.DuckDBPyConnection, flt: Filter, bucket: str, tz: str) -> pd.DataFrame:
-    """Requests/s, input tokens/s and output tokens/s per time bucket.
+    """Requests/s, input tokens/s and output tokens/s per time bucket (estimated: weighted
+    by 1/sample_rate).
 
     Hourly and daily buckets of a window of a day or more sum the hourly rollups (exact) when
     `tz` keeps whole-hour offsets over it."""
@@ -21,9 +22,12 @@ def rates(cur: duckdb.DuckDBPyConnection, flt: Filter, bucket: str, tz: str) -> 
     frame = rollups.sums_over_time(cur, flt, sp, seconds, tz) if sp else None
     if frame is None:
         where, params = flt.where()
+        sampled = weighted.is_sampled(cur, flt)
         frame = cur.execute(
-            f"SELECT time_bucket(to_seconds(?), started_at, ?) AS bucket, count(*) AS requests, "
-            f"sum(isl) AS input_tokens, sum(osl) AS output_tokens FROM requests WHERE {where} "
+            "SELECT time_bucket(to_seconds(?), started_at, ?) AS bucket, "
+            f"{weighted.count_sql(sampled)} AS requests, "
+            f"{weighted.sum_sql('isl', sampled)} AS input_tokens, "
+            f"{weighted.sum_sql('osl', sampled)} AS output_tokens FROM requests WHERE {where} "
             "GROUP BY 1 ORDER BY 1",
             [seconds, tz, *params],
         ).df()
@@ -40,9 +44,10 @@ def hour_weekday(cur: duckdb.DuckDBPyConnection, flt: Filter, tz: str) -> np.nda
     if sp is not None and (matrix := rollups.local_hour_counts(cur, flt, sp, tz)) is not None:
         return matrix
     where, params = flt.where()
+    n = weighted.count_sql(weighted.is_sampled(cur, flt))
     rows = cur.execute(
         "SELECT isodow(started_at AT TIME ZONE ?) - 1 AS d, hour(started_at AT TIME ZONE ?) AS h, "
-        f"count(*) AS n FROM requests WHERE {where} GROUP BY ALL",
+        f"{n} AS n FROM requests WHERE {where} GROUP BY ALL",
         [tz, tz, *params],
     ).fetchnumpy()
     matrix = np.zeros((7, 24), dtype=np.int64)

@@ -15,7 +15,8 @@ BUCKETS = {"5m": 300, "1h": 3600, "1d": 86400}
 def span(
     cur: duckdb.DuckDBPyConnection, flt: Filter
 ) -> tuple[datetime | None, datetime | None, int]:
-    """The window's bounds (falling back to its first and last request) and its request count."""
+    """The window's bounds (falling back to its first and last request) and its stored rows
+    (unweighted: enough to tell an empty window; sampling.sampling estimates requests)."""
     where, params = flt.where()
     row = first_row(
         cur,

@@ -20,6 +20,7 @@ from app.api.schemas import (
     TtftBin,
     TtftVsIslOut,
 )
+from app.api.shapes import sampled
 from app.server.deps import DbDep, SettingsDep
 
 router = APIRouter(tags=["latency and traffic"])
@@ -33,7 +34,7 @@ def _clean(record: dict) -> dict:
     return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()}
 
 
-@router.get("/api/latency/trend", response_model=TrendOut)
+@router.get("/api/latency/trend", response_model=TrendOut, response_model_exclude_unset=True)
 def latency_trend(
     db: DbDep, flt: FilterDep, settings: SettingsDep, exact: ExactDep = False
 ) -> TrendOut:
@@ -45,7 +46,12 @@ def latency_trend(
     bucket = windows.bucket_for(start, end)
     frame = latency.trend(cur, flt, bucket, settings.tz, exact=exact)
     points = [TrendPoint(**_clean(r)) for r in frame.to_dict("records")]
-    return TrendOut(bucket=bucket, points=points, relative_error=frame.attrs["relative_error"])
+    return TrendOut(
+        bucket=bucket,
+        points=points,
+        relative_error=frame.attrs["relative_error"],
+        **sampled(cur, flt),
+    )
 
 
 @router.get("/api/latency/ttft-vs-isl", response_model=TtftVsIslOut)
@@ -96,7 +102,7 @@ def e2e(db: DbDep, flt: FilterDep) -> E2eOut:
     return E2eOut(edges_ms=[int(e) for e in frame["e2e_from_ms"]], counts=counts, total=sum(counts))
 
 
-@router.get("/api/traffic", response_model=TrafficOut)
+@router.get("/api/traffic", response_model=TrafficOut, response_model_exclude_unset=True)
 def traffic_view(db: DbDep, flt: FilterDep, settings: SettingsDep) -> TrafficOut:
     """Requests/s and tokens/s over time, and the weekday x hour-of-day matrix."""
     cur = db.cursor()
@@ -114,4 +120,10 @@ def traffic_view(db: DbDep, flt: FilterDep, settings: SettingsDep) -> TrafficOut
         for r in frame.to_dict("records")
     ]
     matrix = traffic.hour_weekday(cur, flt, settings.tz)
-    return TrafficOut(bucket=bucket, tz=settings.tz, points=points, weekday_hour=matrix.tolist())
+    return TrafficOut(
+        bucket=bucket,
+        tz=settings.tz,
+        points=points,
+        weekday_hour=matrix.tolist(),
+        **sampled(cur, flt),
+    )

@@ -61,6 +61,22 @@ class Health(BaseModel):
     reports: ReportsHealth
 
 
+class SamplingOut(BaseModel):
+    """Present when the window holds sampled rows: its counts are estimates."""
+
+    rows: int = Field(description="Rows stored in the window.")
+    estimated_requests: int = Field(description="Requests they stand for: Σ 1/sample_rate.")
+    min_rate: float | None = Field(description="Lowest sample rate among the rows.")
+    max_rate: float | None = Field(description="Highest sample rate among the rows.")
+    note: str | None = Field(description='In words: "estimated from a 1% sample of 2.3M requests".')
+
+
+SamplingField = Field(
+    default=None,
+    description="How the window was sampled; absent when no row was (counts are then exact).",
+)
+
+
 class HeatmapOut(BaseModel):
     """GET /api/heatmap: counts[i][j] counts requests in ISL bin i and OSL bin j.
 
@@ -71,6 +87,7 @@ class HeatmapOut(BaseModel):
     osl_edges: list[int]
     counts: list[list[int]]
     total: int
+    sampling: SamplingOut | None = SamplingField
 
 
 class Quantiles(BaseModel):
@@ -100,6 +117,7 @@ class QuantilesOut(BaseModel):
             "read from hourly rollups (±0.99%). Maxima are always exact."
         )
     )
+    sampling: SamplingOut | None = SamplingField
 
 
 class ShapesOut(BaseModel):
@@ -110,6 +128,7 @@ class ShapesOut(BaseModel):
     total: int
     counts: dict[str, int]
     shares: dict[str, float]
+    sampling: SamplingOut | None = SamplingField
 
 
 class TrendPoint(BaseModel):
@@ -141,6 +160,7 @@ class TrendOut(BaseModel):
             "keeps whole-hour offsets. Request counts are always exact."
         )
     )
+    sampling: SamplingOut | None = SamplingField
 
 
 class TtftBin(BaseModel):
@@ -215,3 +235,4 @@ class TrafficOut(BaseModel):
     weekday_hour: list[list[int]] = Field(
         description="7 rows (Monday first) x 24 hours of request counts, in tz."
     )
+    sampling: SamplingOut | None = SamplingField

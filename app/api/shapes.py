@@ -6,15 +6,22 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from app.analytics import shapes
+from app.analytics import sampling, shapes
 from app.api.params import FilterDep
-from app.api.schemas import HeatmapOut, QuantilesOut, ShapesOut
+from app.api.schemas import HeatmapOut, QuantilesOut, SamplingOut, ShapesOut
 from app.server.deps import DbDep
 
 router = APIRouter(tags=["shapes"])
 
 
-@router.get("/api/heatmap", response_model=HeatmapOut)
+def sampled(cur, flt) -> dict:
+    """The `sampling` key of a view whose window holds sampled rows; else nothing, and the
+    routes leave the key out (`response_model_exclude_unset`)."""
+    info = sampling.sampling(cur, flt)
+    return {"sampling": SamplingOut(**info.as_dict())} if info.sampled else {}
+
+
+@router.get("/api/heatmap", response_model=HeatmapOut, response_model_exclude_unset=True)
 def heatmap(
     db: DbDep,
     flt: FilterDep,
@@ -33,10 +40,16 @@ def heatmap(
         osl_edges=list(hm.osl_edges),
         counts=hm.counts.tolist(),
         total=hm.total,
+        **sampled(db.cursor(), flt),
     )
 
 
-@router.get("/api/quantiles", response_model=QuantilesOut, response_model_by_alias=True)
+@router.get(
+    "/api/quantiles",
+    response_model=QuantilesOut,
+    response_model_by_alias=True,
+    response_model_exclude_unset=True,
+)
 def quantiles(
     db: DbDep,
     flt: FilterDep,
@@ -50,10 +63,16 @@ def quantiles(
     Windows of 24 whole hours or more come from hourly rollups, within ±0.99% (see
     `relative_error`); shorter windows, or `exact=true`, are exact."""
     found = shapes.quantiles(db.cursor(), flt, exact=exact)
-    return QuantilesOut.model_validate({**found, "relative_error": found.relative_error})
+    return QuantilesOut.model_validate(
+        {
+            **found,
+            "relative_error": found.relative_error,
+            **sampled(db.cursor(), flt),
+        }
+    )
 
 
-@router.get("/api/shapes", response_model=ShapesOut)
+@router.get("/api/shapes", response_model=ShapesOut, response_model_exclude_unset=True)
 def four_shapes(
     db: DbDep,
     flt: FilterDep,
@@ -65,5 +84,10 @@ def four_shapes(
     total = sum(counts.values())
     shares = {k: (v / total if total else 0.0) for k, v in counts.items()}
     return ShapesOut(
-        long_isl=long_isl, long_osl=long_osl, total=total, counts=counts, shares=shares
+        long_isl=long_isl,
+        long_osl=long_osl,
+        total=total,
+        counts=counts,
+        shares=shares,
+        **sampled(db.cursor(), flt),
     )

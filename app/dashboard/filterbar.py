@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from dash import dcc, html
 
-from app.analytics import overview
+from app.analytics import overview, sampling
 from app.analytics.filters import Filter
 from app.dashboard import ids
 from app.services import status
@@ -122,9 +122,13 @@ def choice(name: str, label: str, options: dict[str, str], chosen: str) -> html.
 
 
 def render(
-    view: View, values: dict[str, list[str]], extra: list[html.Label] | None = None
+    view: View,
+    values: dict[str, list[str]],
+    extra: list[html.Label] | None = None,
+    note: str | None = None,
 ) -> html.Form:
-    """The filter bar for a view, with the choices the database offers and a page's own."""
+    """The filter bar for a view, with the choices the database offers and a page's own, and
+    `note` (the window was sampled: "estimated from a 1% sample of …") after them."""
     windows = html.Label(
         [
             html.Span("window"),
@@ -159,6 +163,7 @@ def render(
             *selects,
             *(extra or []),
             html.Button("Apply", type="submit", id=ids.FILTER_APPLY),
+            *([html.P(note, className="sampling-note", id=ids.SAMPLING_NOTE)] if note else []),
             *[html.P(problem, className="field-error") for problem in view.problems],
         ],
         method="get",
@@ -213,6 +218,9 @@ def prepare(
     now: datetime,
     extra: list[html.Label] | None = None,
 ) -> tuple[View, Filter, html.Form]:
-    """What every filtered page starts with: the view, its filter, and the filter bar."""
+    """What every filtered page starts with: the view, its filter, and the filter bar (which
+    says so when the window's counts are estimated from sampled rows)."""
     view = parse_query(query, now)
-    return view, view.filter(), render(view, choices(db), extra)
+    flt = view.filter()
+    note = sampling.sampling(db.cursor(), flt).note()
+    return view, flt, render(view, choices(db), extra, note)

@@ -11,6 +11,10 @@ Four tables, one row per (UTC hour, model, engine, gateway, tenant, status, bin)
 - `rollup_ttft`: TTFT per half-octave ISL bin and TTFT bucket, with each bucket's largest
   TTFT and the sums a least-squares fit of TTFT on ISL needs (Σx, Σy, Σxy, Σx²).
 
+Sampled rows: each table keeps beside the row count `n` the weighted count `w` = Σ 1/p (the
+requests the rows stand for, WEIGHT), and its sums are weighted the same way, so readers
+merge hours and filters by summing and weighted quantiles come from `w` per bucket.
+
 Every insert into or delete from `requests` marks the hours it touched in `rollup_dirty`, in
 the same transaction. `rebuild` recomputes dirty hours from the raw rows and clears their
 marks in one transaction, so readers treat a dirty hour as raw and a clean one as exact.
@@ -25,6 +29,7 @@ from datetime import timedelta
 import duckdb
 
 from app.storage.rows import first_row, rollback
+from app.storage.schema import WEIGHT
 
 # Buckets [GAMMA^b, GAMMA^(b+1)): any value is within RELATIVE_ERROR of its bucket's midpoint
 # 2 * GAMMA^(b+1) / (GAMMA + 1) (the DDSketch bound). 2% buckets: ±0.99%.
@@ -78,23 +83,25 @@ def position_sql(column: str) -> str:
 
 
 def ttft_sql(source: str, group: str) -> str:
-    """SELECT of (`group`…, ib, b, n, vmax, sx, sy, sxy, sxx) over `source`'s rows that have
-    a TTFT; the same SQL builds the rollup and reads raw hours."""
+    """SELECT of (`group`…, ib, b, n, vmax, sx, sy, sxy, sxx, w) over `source`'s rows that
+    have a TTFT (sums weighted by WEIGHT); the same SQL builds the rollup and reads raw hours."""
     return (
         f"SELECT {group}, {half_octave_sql('isl')} AS ib, {bucket_sql('ttft_ms')} AS b, "
-        "count(*) AS n, max(ttft_ms) AS vmax, sum(isl::DOUBLE) AS sx, sum(ttft_ms) AS sy, "
-        "sum(isl::DOUBLE * ttft_ms) AS sxy, sum(isl::DOUBLE * isl) AS sxx "
+        f"count(*) AS n, max(ttft_ms) AS vmax, sum(isl::DOUBLE * {WEIGHT}) AS sx, "
+        f"sum(ttft_ms * {WEIGHT}) AS sy, sum(isl::DOUBLE * ttft_ms * {WEIGHT}) AS sxy, "
+        f"sum(isl::DOUBLE * isl * {WEIGHT}) AS sxx, sum({WEIGHT}) AS w "
         f"FROM {source} WHERE ttft_ms IS NOT NULL GROUP BY ALL"
     )
 
 
 def gaps_sql(source: str, group: str) -> str:
-    """SELECT of (`group`…, pb, b, n, vmax) over the unnested gaps of `source`'s rows; the
-    same SQL builds the rollup and reads raw hours, so both bin alike."""
+    """SELECT of (`group`…, pb, b, n, vmax, w) over the unnested gaps of `source`'s rows (w:
+    each gap weighs its request's WEIGHT); the same SQL builds the rollup and reads raw
+    hours, so both bin alike."""
     return (
         f"SELECT {group}, {position_sql('pos')} AS pb, {bucket_sql('gap')} AS b, "
-        "count(*) AS n, max(gap) AS vmax FROM ("
-        f"SELECT *, unnest(range(1, len(token_gaps_ms) + 1)) AS pos, "
+        "count(*) AS n, max(gap) AS vmax, sum(wt) AS w FROM ("
+        f"SELECT *, {WEIGHT} AS wt, unnest(range(1, len(token_gaps_ms) + 1)) AS pos, "
         f"unnest(token_gaps_ms) AS gap FROM {source} WHERE token_gaps_ms IS NOT NULL"
         ") WHERE gap IS NOT NULL GROUP BY ALL"
     )
@@ -155,15 +162,15 @@ def rebuild(
         params = [min(hours), max(hours) + timedelta(hours=1), hours]
         con.execute(
             f"INSERT INTO rollup_shapes SELECT {UTC_HOUR} AS hour, {DIMS}, "
-            f"{half_octave_sql('isl')} AS ib, {half_octave_sql('osl')} AS ob, count(*) AS n "
-            f"{raw} GROUP BY ALL",
+            f"{half_octave_sql('isl')} AS ib, {half_octave_sql('osl')} AS ob, count(*) AS n, "
+            f"sum({WEIGHT}) AS w {raw} GROUP BY ALL",
             params,
         )
         values = ", ".join(f"{m}::DOUBLE" for m in MEASURES)
         con.execute(
             f"INSERT INTO rollup_values SELECT hour, {DIMS}, measure, {bucket_sql('v')} AS b, "
-            "count(*) AS n, max(v) AS vmax, sum(v) AS vsum FROM ("
-            f"SELECT {UTC_HOUR} AS hour, {DIMS}, "
+            "count(*) AS n, max(v) AS vmax, sum(v * wt) AS vsum, sum(wt) AS w FROM ("
+            f"SELECT {UTC_HOUR} AS hour, {DIMS}, {WEIGHT} AS wt, "
             f"unnest(range({len(MEASURES)})) AS measure, unnest([{values}]) AS v {raw}"
             ") WHERE v IS NOT NULL GROUP BY ALL",
             params,

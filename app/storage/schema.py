@@ -45,6 +45,9 @@ requests = Table(
     Column("error_type", String),
     Column("stream", Boolean),
     Column("cached_tokens", Integer),
+    # The probability the gateway kept this record (0 < p <= 1; NULL means 1): the row stands
+    # for 1/p requests. Last, as migration 0005 appends it.
+    Column("sample_rate", Double),
 )
 
 rejects = Table(
@@ -146,6 +149,7 @@ rollup_shapes = _rollup(
     Column("ib", SmallInteger, nullable=False),
     Column("ob", SmallInteger, nullable=False),
     Column("n", BigInteger, nullable=False),
+    Column("w", Double, nullable=False),  # sum of 1/sample_rate: the requests the rows stand for
 )
 
 rollup_values = _rollup(
@@ -154,7 +158,8 @@ rollup_values = _rollup(
     Column("b", SmallInteger, nullable=False),
     Column("n", BigInteger, nullable=False),
     Column("vmax", Double, nullable=False),
-    Column("vsum", Double, nullable=False),
+    Column("vsum", Double, nullable=False),  # weighted: sum of v/sample_rate
+    Column("w", Double, nullable=False),  # sum of 1/sample_rate: the requests the rows stand for
 )
 
 rollup_gaps = _rollup(
@@ -163,6 +168,7 @@ rollup_gaps = _rollup(
     Column("b", SmallInteger, nullable=False),
     Column("n", BigInteger, nullable=False),
     Column("vmax", Double, nullable=False),
+    Column("w", Double, nullable=False),  # sum of 1/sample_rate: the requests the rows stand for
 )
 
 rollup_ttft = _rollup(
@@ -171,10 +177,12 @@ rollup_ttft = _rollup(
     Column("b", SmallInteger, nullable=False),
     Column("n", BigInteger, nullable=False),
     Column("vmax", Double, nullable=False),
-    Column("sx", Double, nullable=False),  # sums for the least-squares TTFT-on-ISL slope
+    # Weighted sums (each row times 1/sample_rate) for the least-squares TTFT-on-ISL slope.
+    Column("sx", Double, nullable=False),
     Column("sy", Double, nullable=False),
     Column("sxy", Double, nullable=False),
     Column("sxx", Double, nullable=False),
+    Column("w", Double, nullable=False),  # sum of 1/sample_rate: the requests the rows stand for
 )
 
 rollup_dirty = Table(
@@ -183,6 +191,11 @@ rollup_dirty = Table(
     Column("hour", TSZ, nullable=False),
     Column("marked_at", TSZ, nullable=False),
 )
+
+# The requests one stored row stands for: 1/p of its sample rate (NULL means kept for sure).
+# The one expression every count, sum and quantile weighs rows by (app/analytics/filters.py
+# serves it to the analytics); a constant, never user input.
+WEIGHT = "(1.0 / coalesce(sample_rate, 1.0))"
 
 # Column order of `requests` as the writer inserts it; the ingest side builds Arrow tables in it.
 REQUEST_COLUMNS: tuple[str, ...] = tuple(c.name for c in requests.columns)
@@ -218,3 +231,12 @@ def arrow_schema(table: Table) -> pa.Schema:
 
 REQUESTS_SCHEMA = arrow_schema(requests)
 REJECTS_SCHEMA = arrow_schema(rejects)
+
+
+def conform_requests(rows: pa.Table) -> pa.Table:
+    """`rows` with the columns of REQUESTS_SCHEMA, those it lacks as nulls (a journal segment
+    written by an older release, before `sample_rate`)."""
+    missing = [f for f in REQUESTS_SCHEMA if f.name not in rows.column_names]
+    for f in missing:
+        rows = rows.append_column(f, pa.nulls(rows.num_rows, f.type))
+    return rows

@@ -72,8 +72,19 @@ def _clean(row: dict) -> dict:
             continue  # an empty cell is an absent field
         if isinstance(value, datetime):
             value = (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
+        if key == "sample_rate" and isinstance(value, str):
+            value = _number_or_text(value)
         out[key] = value
     return out
+
+
+def _number_or_text(text: str) -> float | str:
+    """A CSV cell as a number when it reads as one; else the text, which the record's rule
+    then rejects by name (a column with one bad cell is read as text throughout)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def _records(dicts: list[dict], base: int) -> tuple[list[RecordIn], list[int], list[Reject]]:

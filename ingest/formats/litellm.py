@@ -8,7 +8,10 @@ Mapping: id → request_id; model_group (else model) → model; the host of api_
 deployment that served it); prompt_tokens / completion_tokens → isl / osl; startTime → started_at;
 endTime − startTime → e2e_ms; completionStartTime − startTime → ttft_ms for streamed requests
 (without streaming the first token arrives with the whole answer); metadata.user_api_key_alias →
-tenant; status "failure" → status "error" with error_information.error_class (else error_str).
+tenant; metadata.sample_rate (else the same key in metadata.spend_logs_metadata or
+metadata.requester_metadata, where a request's own `metadata` lands) → sample_rate, the
+probability the record was kept; status "failure" → status "error" with
+error_information.error_class (else error_str).
 """
 
 from __future__ import annotations
@@ -32,7 +35,11 @@ SOURCE_FIELD = {
     "ttft_ms": "completionStartTime",
     "tenant": "metadata.user_api_key_alias",
     "engine": "api_base",
+    "sample_rate": "metadata.sample_rate",
 }
+# Where a sample rate may sit in the payload's metadata: set by the logging hook, or passed
+# with the request (`metadata={"spend_logs_metadata": {...}}` reaches the logs nested).
+_NESTED_METADATA = ("spend_logs_metadata", "requester_metadata")
 
 
 class PayloadError(ValueError):
@@ -62,6 +69,17 @@ def _seconds(value: object, field: str) -> float | None:
     raise PayloadError(field, f"litellm: {field} must be epoch seconds or an ISO time")
 
 
+def _sample_rate(metadata: dict) -> object:
+    """The sample rate the metadata carries, as sent (the native rule checks it), or None."""
+    if metadata.get("sample_rate") is not None:
+        return metadata["sample_rate"]
+    for key in _NESTED_METADATA:
+        nested = metadata.get(key)
+        if isinstance(nested, dict) and nested.get("sample_rate") is not None:
+            return nested["sample_rate"]
+    return None
+
+
 def to_native(item: object) -> dict:
     """One StandardLoggingPayload as a native record dict; PayloadError names the field."""
     if isinstance(item, _BadLine):
@@ -87,6 +105,7 @@ def to_native(item: object) -> dict:
         "osl": item.get("completion_tokens") or 0,
         "tenant": metadata.get("user_api_key_alias"),
         "stream": item.get("stream") if isinstance(item.get("stream"), bool) else None,
+        "sample_rate": _sample_rate(metadata),
     }
     if isinstance(item.get("api_base"), str) and item["api_base"]:
         rec["engine"] = urlparse(item["api_base"]).netloc or item["api_base"]

@@ -9,8 +9,9 @@ gen_ai.usage.output_tokens (or completion_tokens) → osl; gen_ai.request.model 
 gen_ai.response.model) → model; gen_ai.response.id (else the span id) → request_id; span start →
 started_at; end − start → e2e_ms; gen_ai.response.time_to_first_chunk (seconds) → ttft_ms;
 server.address (else gen_ai.provider.name / gen_ai.system) → engine; a span with status ERROR
-or an error.type → status error. The records are then checked by the native rules; errors name
-the OTLP attribute.
+or an error.type → status error; the span's tracestate `ot=th:…` (else the attribute
+sampling.probability, else SampleRate) → sample_rate (ingest/sampling.py). The records are
+then checked by the native rules; errors name the OTLP attribute.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from app.storage.batches import Reject
 from ingest.formats.mapped import check
 from ingest.formats.native import EnvelopeError, Parsed
+from ingest.sampling import PROBABILITY_ATTRIBUTE, from_attributes, threshold_probability
 
 SOURCE_FIELD = {
     "isl": "gen_ai.usage.input_tokens",
@@ -44,6 +46,7 @@ SOURCE_FIELD = {
     "e2e_ms": "end_time_unix_nano",
     "ttft_ms": "gen_ai.response.time_to_first_chunk",
     "engine": "server.address",
+    "sample_rate": PROBABILITY_ATTRIBUTE,
 }
 STATUS_ERROR = 2  # Status.STATUS_CODE_ERROR
 
@@ -113,6 +116,7 @@ def _record(span) -> tuple[dict | None, str | None, str | None]:
         failed,
         span.span_id.hex(),
         span.status.message,
+        span.trace_state,
     )
 
 
@@ -126,9 +130,22 @@ def _log_record(log) -> tuple[dict | None, str | None, str | None]:
     return _from(attrs, start, end, False, log.span_id.hex(), "")
 
 
-def _from(attrs: dict, start: int, end: int, failed: bool, fallback_id: str, status: str):
+def _from(
+    attrs: dict,
+    start: int,
+    end: int,
+    failed: bool,
+    fallback_id: str,
+    status: str,
+    tracestate: str = "",
+):
     if not any(k.startswith("gen_ai.") for k in attrs):
         return None, None, None
+    rate: object = threshold_probability(tracestate)
+    if rate is None:
+        rate, rate_field, rate_error = from_attributes(attrs)
+        if rate_error is not None:
+            return None, rate_field, rate_error
     isl = attrs.get("gen_ai.usage.input_tokens", attrs.get("gen_ai.usage.prompt_tokens"))
     osl = attrs.get("gen_ai.usage.output_tokens", attrs.get("gen_ai.usage.completion_tokens"))
     failed = failed or attrs.get("error.type") is not None
@@ -148,6 +165,7 @@ def _from(attrs: dict, start: int, end: int, failed: bool, fallback_id: str, sta
         "engine": attrs.get("server.address")
         or attrs.get("gen_ai.provider.name")
         or attrs.get("gen_ai.system"),
+        "sample_rate": rate,
     }
     if start:
         rec["started_at"] = start / 1e9

@@ -1,6 +1,10 @@
 """The rollup queries: each reads clean hours from the rollup tables and the rest raw, binned
 the same way, so every request of a window is counted exactly once (app/storage/rollups.py
-builds the tables)."""
+builds the tables).
+
+Counts are weighted: the rollups' `w` and the raw rows' WEIGHT (1/sample_rate) are summed in
+floats, quantiles are ranked by weight, and counts are rounded to whole requests at the end;
+with no sampled row every weight is 1 and the answers are the plain counts."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from app.analytics.filters import Filter
+from app.analytics.filters import WEIGHT, Filter
 from app.analytics.rollups.plan import IN_RANGE, Split
 from app.analytics.rollups.sketch import (
     GroupStats,
@@ -75,15 +79,16 @@ def values_over_time(
         flt,
         sp,
         f"SELECT time_bucket(to_seconds(?), started_at, ?) AS g, measure, {bucket_sql('v')} AS b, "
-        f"count(*) AS n, max(v) AS vmax, false AS rolled FROM (SELECT started_at, {_MEASURE_ROWS} "
-        "FROM {src}) WHERE v IS NOT NULL AND list_contains(?, measure) GROUP BY ALL",
+        f"sum(wt) AS n, max(v) AS vmax, false AS rolled FROM (SELECT started_at, "
+        f"{WEIGHT} AS wt, {_MEASURE_ROWS} FROM {{src}}) WHERE v IS NOT NULL "
+        "AND list_contains(?, measure) GROUP BY ALL",
         lead=[seconds, tz],
         tail=[codes],
     )
     frame = _merged(
         cur,
-        "SELECT g, measure, b, sum(n)::BIGINT AS n, max(vmax) AS vmax",
-        "SELECT time_bucket(to_seconds(?), hour, ?) AS g, measure, b, n, vmax, true AS rolled "
+        "SELECT g, measure, b, sum(n) AS n, max(vmax) AS vmax",
+        "SELECT time_bucket(to_seconds(?), hour, ?) AS g, measure, b, w AS n, vmax, true AS rolled "
         f"FROM rollup_values WHERE {where} AND list_contains(?, measure)",
         raw,
         [seconds, tz, *params, codes, *raw_params],
@@ -94,7 +99,7 @@ def values_over_time(
         return None
     g, keys = pd.factorize(frame["g"])  # rows are sorted by g: codes follow time
     out = pd.DataFrame({"bucket": keys})
-    requests = np.zeros(len(keys), dtype=np.int64)
+    requests = np.zeros(len(keys))
     stats: dict[str, np.ndarray] = {}
     for code in codes:
         rows = (frame["measure"] == code).to_numpy()
@@ -111,7 +116,7 @@ def values_over_time(
             np.add.at(requests, g[rows], n)
         else:
             stats[MEASURES[code]] = est
-    out["requests"] = requests
+    out["requests"] = np.rint(requests).astype(np.int64)
     return out, stats
 
 
@@ -124,17 +129,18 @@ def sums_over_time(
     raw, raw_params = _raw_selects(
         flt,
         sp,
-        "SELECT time_bucket(to_seconds(?), started_at, ?) AS g, count(*) AS requests, "
-        "sum(isl) AS input_tokens, sum(osl) AS output_tokens, false AS rolled FROM {src} "
-        "GROUP BY ALL",
+        f"SELECT time_bucket(to_seconds(?), started_at, ?) AS g, sum({WEIGHT}) AS requests, "
+        f"sum(isl * {WEIGHT}) AS input_tokens, sum(osl * {WEIGHT}) AS output_tokens, "
+        "false AS rolled FROM {src} GROUP BY ALL",
         lead=[seconds, tz],
     )
     return _merged(
         cur,
-        "SELECT g AS bucket, sum(requests)::BIGINT AS requests, "
-        "sum(input_tokens)::HUGEINT AS input_tokens, sum(output_tokens)::HUGEINT AS output_tokens",
+        "SELECT g AS bucket, round(sum(requests))::BIGINT AS requests, "
+        "round(sum(input_tokens))::HUGEINT AS input_tokens, "
+        "round(sum(output_tokens))::HUGEINT AS output_tokens",
         "SELECT time_bucket(to_seconds(?), hour, ?) AS g, "
-        "sum(n) FILTER (WHERE measure = 0) AS requests, "
+        "sum(w) FILTER (WHERE measure = 0) AS requests, "
         "sum(vsum) FILTER (WHERE measure = 0) AS input_tokens, "
         "sum(vsum) FILTER (WHERE measure = 1) AS output_tokens, true AS rolled "
         f"FROM rollup_values WHERE {where} AND measure IN (0, 1) GROUP BY ALL",
@@ -155,14 +161,14 @@ def local_hour_counts(
     raw, raw_params = _raw_selects(
         flt,
         sp,
-        f"SELECT {local.format(t='started_at')}, count(*) AS n, false AS rolled FROM {{src}} "
-        "GROUP BY ALL",
+        f"SELECT {local.format(t='started_at')}, sum({WEIGHT}) AS n, false AS rolled "
+        "FROM {src} GROUP BY ALL",
         lead=[tz, tz],
     )
     rows = _merged(
         cur,
-        "SELECT d, h, sum(n)::BIGINT AS n",
-        f"SELECT {local.format(t='hour')}, n, true AS rolled FROM rollup_shapes WHERE {where}",
+        "SELECT d, h, round(sum(n))::BIGINT AS n",
+        f"SELECT {local.format(t='hour')}, w AS n, true AS rolled FROM rollup_shapes WHERE {where}",
         raw,
         [tz, tz, *params, *raw_params],
         "d, h",
@@ -177,15 +183,16 @@ def local_hour_counts(
 def half_octave_counts(cur: duckdb.DuckDBPyConnection, flt: Filter, sp: Split) -> np.ndarray:
     """Request counts per (half-octave ISL bin, half-octave OSL bin) over the window."""
     where, params = _rollup_where(flt, sp)
-    parts = [f"SELECT ib, ob, n FROM rollup_shapes WHERE {where}"]
+    parts = [f"SELECT ib, ob, w AS n FROM rollup_shapes WHERE {where}"]
     raw, raw_params = _raw_selects(
         flt,
         sp,
-        f"SELECT {half_octave_sql('isl')} AS ib, {half_octave_sql('osl')} AS ob, count(*) AS n "
-        "FROM {src} GROUP BY ALL",
+        f"SELECT {half_octave_sql('isl')} AS ib, {half_octave_sql('osl')} AS ob, "
+        f"sum({WEIGHT}) AS n FROM {{src}} GROUP BY ALL",
     )
     rows = cur.execute(
-        f"SELECT ib, ob, sum(n)::BIGINT AS n FROM ({' UNION ALL '.join(parts + raw)}) GROUP BY ALL",
+        f"SELECT ib, ob, round(sum(n))::BIGINT AS n FROM ({' UNION ALL '.join(parts + raw)}) "
+        "GROUP BY ALL",
         params + raw_params,
     ).fetchnumpy()
     size = len(HALF_OCTAVE_EDGES)
@@ -227,12 +234,12 @@ def gap_quantiles(
     the window; None when no clean hour of the rollups is in it (the exact path is as fast)."""
     where, params = _rollup_where(flt, sp)
     raw, raw_params = _raw_selects(
-        flt, sp, f"SELECT pb, b, n, vmax, false AS rolled FROM ({gaps_sql('{src}', '1')})"
+        flt, sp, f"SELECT pb, b, w AS n, vmax, false AS rolled FROM ({gaps_sql('{src}', '1')})"
     )
     rows = _merged(
         cur,
-        "SELECT pb, b, sum(n)::BIGINT AS n, max(vmax) AS vmax",
-        f"SELECT pb, b, n, vmax, true AS rolled FROM rollup_gaps WHERE {where}",
+        "SELECT pb, b, sum(n) AS n, max(vmax) AS vmax",
+        f"SELECT pb, b, w AS n, vmax, true AS rolled FROM rollup_gaps WHERE {where}",
         raw,
         params + raw_params,
         "pb, b",
@@ -247,13 +254,13 @@ def ttft_by_isl(
     [TTFT quantile estimates]); and the least-squares slope of TTFT on ISL in ms per token
     (exact but for rounding). None when no clean hour of the rollups is in the window."""
     where, params = _rollup_where(flt, sp)
-    columns = "ib, b, n, vmax, sx, sy, sxy, sxx"
+    columns = "ib, b, w AS n, vmax, sx, sy, sxy, sxx"
     raw, raw_params = _raw_selects(
         flt, sp, f"SELECT {columns}, false AS rolled FROM ({ttft_sql('{src}', '1')})"
     )
     rows = _merged(
         cur,
-        "SELECT (ib + 1) // 2 AS bin, b, sum(n)::BIGINT AS n, max(vmax) AS vmax, "
+        "SELECT (ib + 1) // 2 AS bin, b, sum(n) AS n, max(vmax) AS vmax, "
         "sum(sx) AS sx, sum(sy) AS sy, sum(sxy) AS sxy, sum(sxx) AS sxx",
         f"SELECT {columns}, true AS rolled FROM rollup_ttft WHERE {where}",
         raw,
@@ -285,17 +292,17 @@ def value_stats(
     raw, raw_params = _raw_selects(
         flt,
         sp,
-        f"SELECT g, measure, {bucket_sql('v')} AS b, count(*) AS n, max(v) AS vmax, "
-        "sum(v) AS vsum, count(*) FILTER (WHERE measure = 0 AND status <> 'ok') AS not_ok, "
-        f"false AS rolled FROM (SELECT {group} AS g, status, {_MEASURE_ROWS} FROM {{src}}) "
-        "WHERE v IS NOT NULL GROUP BY g, measure, b",
+        f"SELECT g, measure, {bucket_sql('v')} AS b, sum(wt) AS n, max(v) AS vmax, "
+        "sum(v * wt) AS vsum, coalesce(sum(wt) FILTER (WHERE measure = 0 AND status <> 'ok'), 0) "
+        f"AS not_ok, false AS rolled FROM (SELECT {group} AS g, status, {WEIGHT} AS wt, "
+        f"{_MEASURE_ROWS} FROM {{src}}) WHERE v IS NOT NULL GROUP BY g, measure, b",
     )
     rows = _merged(
         cur,
-        "SELECT g, measure, b, sum(n)::BIGINT AS n, max(vmax) AS vmax, sum(vsum) AS vsum, "
-        "sum(not_ok)::BIGINT AS not_ok",
-        f"SELECT {group} AS g, measure, b, n, vmax, vsum, "
-        "CASE WHEN measure = 0 AND status <> 'ok' THEN n ELSE 0 END AS not_ok, true AS rolled "
+        "SELECT g, measure, b, sum(n) AS n, max(vmax) AS vmax, sum(vsum) AS vsum, "
+        "sum(not_ok) AS not_ok",
+        f"SELECT {group} AS g, measure, b, w AS n, vmax, vsum, "
+        "CASE WHEN measure = 0 AND status <> 'ok' THEN w ELSE 0 END AS not_ok, true AS rolled "
         f"FROM rollup_values WHERE {where}",
         raw,
         params + raw_params,
@@ -313,13 +320,13 @@ def value_stats(
             if not mask.any():
                 measures[measure] = None
                 continue
-            buckets, counts = rows["b"][mask], rows["n"][mask].astype(np.int64)
+            buckets, counts = rows["b"][mask], rows["n"][mask].astype(np.float64)
             top = float(rows["vmax"][mask].max())
             measures[measure] = MeasureStats(
                 [estimate(buckets, counts, top, p) for p in quantiles],
                 top,
-                int(counts.sum()),
+                round(float(counts.sum())),
                 float(rows["vsum"][mask].sum()),
             )
-        out[name] = GroupStats(measures, int(rows["not_ok"][in_group].sum()))
+        out[name] = GroupStats(measures, round(float(rows["not_ok"][in_group].sum())))
     return out

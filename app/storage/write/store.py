@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from app.storage import rollups
 from app.storage.batches import Batch, WriteResult, rejects_table
 from app.storage.rows import first_row, rollback
-from app.storage.schema import REQUEST_COLUMNS
+from app.storage.schema import REQUEST_COLUMNS, conform_requests
 from app.storage.write.journal import Journal
 from app.storage.write.keys import KeyIndex, key_hashes, stored_key_hashes
 
@@ -121,6 +121,7 @@ class RequestStore:
         for path in journal.segments():
             rows = Journal.read(path)
             if rows is not None and rows.num_rows:
+                rows = conform_requests(rows)  # a segment from before a column was added
                 self.con.execute("BEGIN TRANSACTION")
                 try:
                     self.con.register("staged", rows)

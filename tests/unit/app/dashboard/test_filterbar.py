@@ -26,3 +26,19 @@ def test_query_to_view_and_filter():
     assert "'soon' is not a time" in broken.problems[0]  # said on the page, not swallowed
     form = filterbar.render(broken, {})
     assert any(getattr(c, "className", "") == "field-error" for c in form.children)
+
+
+def test_the_bar_says_when_the_window_was_sampled(database):
+    from app.dashboard import ids
+    from tests.support.records import batch, store
+
+    def notes(form) -> list[str]:
+        return [c.children for c in form.children if getattr(c, "id", None) == ids.SAMPLING_NOTE]
+
+    query = {"window": "custom", "start": "2026-11-20T00:00", "end": "2026-11-21T00:00"}
+    store(database, batch(3))
+    assert notes(filterbar.prepare(database, query, NOW)[2]) == []  # unsampled: no note
+    store(database, [{**r, "sample_rate": 0.01} for r in batch(2, "s")])
+    view, flt, bar = filterbar.prepare(database, query, NOW)
+    assert notes(bar) == ["estimated from a 1%–100% sample of 203 requests (5 stored)"]
+    assert notes(filterbar.prepare(database, {"window": "1h"}, NOW)[2]) == []  # none in it
