@@ -47,15 +47,20 @@ def hourly_load(
     granularity: int,
     max_tokens: int = 1 << 20,
 ) -> HourlyLoad:
-    """Per (local date, hour): requests, KV token-seconds and E2E sums; per hour: g-wide ISL,
+    """Per (local date, hour): requests, KV token-seconds and held-time sums (E2E less
+    queue_ms); per hour: g-wide ISL,
     OSL and ISL + OSL histograms and the KV footprint sum (for E[ISL + OSL/2]). Sampled rows
     count 1/sample_rate requests each (counts rounded to whole requests)."""
     where, params = flt.where()
     sampled = weighted.is_sampled(cur, flt)
     count = weighted.count_sql(sampled)
     local = "(started_at AT TIME ZONE ?)"
-    kv_sum = weighted.total_sql("e2e_ms / 1000.0 * (isl + osl / 2.0)", sampled)
-    e2e_sum = weighted.total_sql("e2e_ms / 1000.0", sampled)
+    # The time a request holds the engine's KV cache: its total time less the wait for a slot
+    # the gateway measured (queue_ms). A request queued for a slot holds none, and counting that
+    # wait would size replicas to an overload instead of to the work.
+    held = "greatest(e2e_ms - coalesce(queue_ms, 0), 0) / 1000.0"
+    kv_sum = weighted.total_sql(f"{held} * (isl + osl / 2.0)", sampled)
+    e2e_sum = weighted.total_sql(held, sampled)
     n_e2e = weighted.count_sql(sampled, "e2e_ms IS NOT NULL")
     cells = cur.execute(
         f"SELECT strftime({local}, '%Y-%m-%d') AS d, hour({local}) AS h, {count} AS n, "

@@ -48,7 +48,7 @@ class Workload:
     isl_sigma: float
     osl_median: float
     osl_sigma: float
-    rhythm: str  # "office", "always" or "night"
+    rhythm: str  # "office", "always", "flat" or "night"
     isl_max: int
     osl_max: int
     stream: bool = True
@@ -151,7 +151,7 @@ WORKLOADS: tuple[Workload, ...] = (
         0.45,
         6,
         0.4,
-        "always",
+        "flat",
         isl_max=1_280,
         osl_max=32,
         stream=False,
@@ -251,6 +251,8 @@ def _rhythm(kind: str, local_hour: np.ndarray, weekday: np.ndarray) -> np.ndarra
     weekend = weekday >= 5
     if kind == "night":  # 22:00-06:00 every day, flat
         return np.where((h >= 22) | (h < 6), 1.0, 0.0)
+    if kind == "flat":  # machine traffic (moderation, routing): the same every hour
+        return np.ones_like(h)
     day = np.exp(-0.5 * ((h - 13.5) / 3.2) ** 2)  # peak early afternoon
     if kind == "office":
         return (0.04 + day) / 1.04 * np.where(weekend, 0.3, 1.0)

@@ -168,7 +168,8 @@ def _money_of(db: Database, engine: str, r: SeasonalReport, fleet: Fleet) -> Eng
         )
     if prices[0] is not None and prices[1] is not None and tokens.requests > 0:
         api_m = (tokens.input_tokens * prices[0] + tokens.output_tokens * prices[1]) / 1e6 / months
-    verdict = _verdict(engine, baseline, best, saves, fleet.currency, res.verdict)
+    short = _short_hours(res.now, res.hourly)
+    verdict = _verdict(engine, baseline, best, saves, fleet.currency, short)
     return EngineMoney(
         engine,
         r.currency,
@@ -196,8 +197,22 @@ def _verdict(
     best: PlanMoney,
     saves: float | None,
     currency: str,
-    seasonal_verdict: str,
+    short: tuple[list[int], int, int] | None = None,
 ) -> str:
+    if short is not None:
+        hours, have, need = short
+        change = ""
+        if saves is not None:
+            change = (
+                f", and saves {money(saves, currency)} a month"
+                if saves >= 0
+                else f", for {money(-saves, currency)} a month more"
+            )
+        return (
+            f"{engine} misses its SLO at the peak: today's {have} replica"
+            f"{'s are' if have != 1 else ' is'} too few for {_hours_words(hours)} (it needs "
+            f"{need}); {best.label} holds every hour{change}."
+        )
     if best.gpu_hours_month > baseline.gpu_hours_month + 0.5:
         more = f"{money(-saves, currency)} a month, " if saves is not None else ""
         return (
@@ -215,6 +230,28 @@ def _verdict(
         f"{baseline.label} ({baseline.gpu_hours_month:,.0f} → {best.gpu_hours_month:,.0f} "
         "GPU-hours a month)."
     )
+
+
+def _short_hours(now: Plan | None, needed: Plan) -> tuple[list[int], int, int] | None:
+    """The local hours today's replicas cannot hold (the hourly plan needs more), today's
+    count and the most needed; None when today's replicas hold every hour or are unknown."""
+    if now is None or now.name != "now":
+        return None
+    hours = [h for h in range(24) if now.replicas[h] < needed.replicas[h]]
+    if not hours:
+        return None
+    return hours, max(now.replicas), max(needed.replicas[h] for h in hours)
+
+
+def _hours_words(hours: list[int]) -> str:
+    """'12:00–16:00' for consecutive hours (several runs joined by commas)."""
+    runs: list[list[int]] = []
+    for h in sorted(hours):
+        if runs and runs[-1][-1] == h - 1:
+            runs[-1].append(h)
+        else:
+            runs.append([h])
+    return ", ".join(f"{r[0]:02d}:00–{(r[-1] + 1) % 24:02d}:00" for r in runs)
 
 
 @dataclass(frozen=True)
