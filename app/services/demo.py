@@ -202,7 +202,7 @@ DEMO_PROFILES: dict[str, dict] = {
         "model": "qwen2.5-7b",
         "hf_model": "Qwen/Qwen2.5-Coder-7B-Instruct",
         "gpu": "L40S",
-        "framework": "nim",
+        "framework": "trtllm",
         "max_input_len": 30720,
         "max_seq_len": 32768,
         "max_batch_size": 256,
