@@ -265,14 +265,35 @@ def ttft_cause(s: Slo, row: Any, pred: Predicted, missed: float) -> Cause:
     )
 
 
+def _itl_at_level(model: Engine | str, row: Any, level: Level) -> tuple[float, int] | None:
+    """The model's ITL at a level's requests in flight per replica (the profile's replicas
+    share the engine's load), and that batch; None without a model."""
+    if isinstance(model, str):
+        return None
+    batch = max(1, round((level.lo + level.hi) / 2 / (model.profile.replicas or 1)))
+    isl = round(row.isl_p50) if math.isfinite(row.isl_p50) else 1
+    osl = round(row.osl_p50) if math.isfinite(row.osl_p50) else 1
+    try:
+        itl = model.step(max(isl, 1), max(osl, 1), batch).itl_ms
+    except PerfModelError:
+        return None
+    return (itl, batch) if math.isfinite(itl) else None
+
+
 def itl_cause(
-    s: Slo, row: Any, pred: Predicted, levels: list[Level], engine: str | None, missed: float
+    s: Slo,
+    row: Any,
+    pred: Predicted,
+    levels: list[Level],
+    engine: str | None,
+    missed: float,
+    model: Engine | str = "no model",
 ) -> Cause:
     """Decode on the engine itself, or decode under load, for a shape's ITL misses."""
     target = float(s.itl_ms or 0)
     head = f"ITL {_pname(s)} {ms(row.itl_pq)} vs the {ms(target)} target"
     on = f" on {engine}" if engine else ""
-    model = (
+    model_words = (
         f"{ms(pred.itl_ms)} predicted at batch 1"
         if pred.itl_ms is not None
         else f"no model ({pred.why_not})"
@@ -281,7 +302,7 @@ def itl_cause(
         return Cause(
             "decode",
             f"{head}; no in-flight levels (requests without E2E times), so load and the engine "
-            f"cannot be told apart ({model})",
+            f"cannot be told apart ({model_words})",
             missed,
         )
     quiet, busy = levels[0], levels[-1]
@@ -291,27 +312,34 @@ def itl_cause(
         return Cause(
             "decode-engine",
             f"{head}; already {ms(quiet.itl_p90)} at p90 with {quiet.label} in flight{on} "
-            f"({model}): the engine itself decodes slowly, not load",
+            f"({model_words}): the engine itself decodes slowly, not load",
             missed,
         )
     if len(levels) > 1 and rise >= LOAD_RISE:
         return Cause(
             "decode-load",
             f"{head}; {quiet_words} rises to {ms(busy.itl_p50)} at {busy.label} in flight "
-            f"(×{rise:.1f}; {model}): decode under load",
+            f"(×{rise:.1f}; {model_words}): decode under load",
             missed,
         )
-    if pred.itl_ms is not None and quiet.itl_p50 > MODEL_SLOW * pred.itl_ms:
+    # Against the model at the quiet level's own batch (per replica), not at batch 1: a busy
+    # engine's quietest level still decodes many requests at once.
+    at_level = _itl_at_level(model, row, quiet)
+    expected, expected_words = pred.itl_ms, model_words
+    if at_level is not None:
+        expected = at_level[0]
+        expected_words = f"{ms(at_level[0])} predicted at batch {at_level[1]} per replica"
+    if expected is not None and quiet.itl_p50 > MODEL_SLOW * expected:
         return Cause(
             "decode-engine",
-            f"{head}; {quiet_words} vs {model}: the engine decodes slower than the model "
-            "expects, at every load",
+            f"{head}; {quiet_words} vs {expected_words}: the engine decodes slower than the "
+            "model expects, at every load",
             missed,
         )
     return Cause(
         "decode",
-        f"{head}; {quiet_words}, about the same at {busy.label} in flight ({model}): the slow "
-        "tail is not explained by load",
+        f"{head}; {quiet_words}, about the same at {busy.label} in flight ({model_words}): "
+        "the slow tail is not explained by load",
         missed,
     )
 
@@ -365,7 +393,7 @@ def causes(
     if "ttft" in chosen:
         found.append(ttft_cause(s, row, pred_(), row.miss_ttft))
     if "itl" in chosen:
-        found.append(itl_cause(s, row, pred_(), levels, engine, row.miss_itl))
+        found.append(itl_cause(s, row, pred_(), levels, engine, row.miss_itl, model))
     if "e2e" in chosen:
         found.append(e2e_cause(s, row, row.miss_e2e))
     return sorted(found, key=lambda c: -c.missed)
