@@ -324,8 +324,12 @@ def observed_levels(db: Database, flt: Filter, replicas: int | None = None) -> l
     level's request shapes (ISL × OSL cells and their counts) to evaluate the model on.
 
     The levels count the engine's requests in flight; the model is one replica's, so with the
-    profile's `replicas` each level's count is shared among them (an even load balancer)."""
+    profile's `replicas` the others in flight are shared among them (an even load balancer):
+    an arrival meets 1 + (n − 1) / replicas on its own replica."""
     share = float(replicas or 1)
+
+    def per_replica(n: float) -> float:
+        return 1 + (n - 1) / share if n >= 1 else n
     df, cells = levels_and_shapes(db.cursor(), flt)
     by_level: dict[tuple[object, int], list[Shape]] = {}
     for c in cells.itertuples(index=False):
@@ -338,14 +342,14 @@ def observed_levels(db: Database, flt: Filter, replicas: int | None = None) -> l
             continue
         out.append(
             Observed(
-                float(row.inflight_mean) / share,
+                per_replica(float(row.inflight_mean)),
                 int(row.requests),
                 float(row.isl_p50),
                 float(row.osl_p50),
                 float(row.ttft_p50) if row.ttft_p50 == row.ttft_p50 else 0.0,
                 float(row.itl_p50),
                 tuple(by_level.get((row.engine, int(row.inflight_lo)), ())),
-                int(int(row.inflight_lo) / share),
+                int(row.inflight_lo),  # the engine-wide bin: it names the level
                 float(row.itl_p90),
             )
         )
