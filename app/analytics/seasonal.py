@@ -46,11 +46,12 @@ def hourly_load(
     tz: str,
     granularity: int,
     max_tokens: int = 1 << 20,
+    with_quantiles: bool = True,
 ) -> HourlyLoad:
     """Per (local date, hour): requests, KV token-seconds and held-time sums (E2E less
-    queue_ms); per hour: g-wide ISL,
-    OSL and ISL + OSL histograms and the KV footprint sum (for E[ISL + OSL/2]). Sampled rows
-    count 1/sample_rate requests each (counts rounded to whole requests)."""
+    queue_ms); per hour: g-wide ISL, OSL and ISL + OSL histograms, the KV footprint sum (for
+    E[ISL + OSL/2]) and (`with_quantiles`) ISL and OSL quantiles. Sampled rows count
+    1/sample_rate requests each (counts rounded to whole requests)."""
     where, params = flt.where()
     sampled = weighted.is_sampled(cur, flt)
     count = weighted.count_sql(sampled)
@@ -69,37 +70,46 @@ def hourly_load(
         f"FROM requests WHERE {where} GROUP BY ALL",
         [tz, tz, *params],
     ).fetchall()
-    hist: dict[str, np.ndarray] = {}
-    for name, expr in (("isl", "isl"), ("osl", "osl"), ("seq", "isl + osl")):
-        rows = cur.execute(
-            # Buckets beyond the model's context all mean "too long": one bucket keeps the
-            # histograms small whatever an outlier's length.
-            f"SELECT hour({local}) AS h, least(({expr}) // ?, ?) AS b, {count} FROM requests "
-            f"WHERE {where} GROUP BY ALL",
-            [tz, granularity, max_tokens // granularity + 1, *params],
-        ).fetchall()
-        top = max((int(b) for _, b, _ in rows), default=0)
-        grid = np.zeros((24, top + 1), dtype=np.int64)
-        for h, b, n in rows:
-            grid[int(h), int(b)] += int(n)
-        hist[name] = grid
-    kv = cur.execute(
-        f"SELECT hour({local}) AS h, {weighted.total_sql('isl + osl / 2.0', sampled)}, {count} "
-        "FROM requests "
-        f"WHERE {where} GROUP BY ALL",
-        [tz, *params],
+    # One scan for the three g-wide histograms and the footprint sums (GROUPING SETS), each
+    # set told apart by which bucket columns are NULL. Buckets beyond the model's context all
+    # mean "too long": one bucket keeps the histograms small whatever an outlier's length.
+    top_bucket = max_tokens // granularity + 1
+    footprint_sum = weighted.total_sql("isl + osl / 2.0", sampled)
+    rows = cur.execute(
+        f"SELECT h, bi, bo, bs, {count}, {footprint_sum} FROM ("
+        f"SELECT *, hour({local}) AS h, least(isl // ?, ?) AS bi, least(osl // ?, ?) AS bo, "
+        f"least((isl + osl) // ?, ?) AS bs FROM requests WHERE {where}) "
+        "GROUP BY GROUPING SETS ((h, bi), (h, bo), (h, bs), (h))",
+        [tz, granularity, top_bucket, granularity, top_bucket, granularity, top_bucket, *params],
     ).fetchall()
     footprint = np.zeros(24)
     counts = np.zeros(24)
-    for h, total, n in kv:
-        footprint[int(h)], counts[int(h)] = float(total), float(n)
-    if sampled:
+    cells_by: dict[str, list[tuple[int, int, int]]] = {"isl": [], "osl": [], "seq": []}
+    for h, bi, bo, bs, n, total in rows:
+        if bi is not None:
+            cells_by["isl"].append((int(h), int(bi), int(n)))
+        elif bo is not None:
+            cells_by["osl"].append((int(h), int(bo), int(n)))
+        elif bs is not None:
+            cells_by["seq"].append((int(h), int(bs), int(n)))
+        else:
+            footprint[int(h)], counts[int(h)] = float(total), float(n)
+    hist: dict[str, np.ndarray] = {}
+    for name, found in cells_by.items():
+        top = max((b for _, b, _ in found), default=0)
+        grid = np.zeros((24, top + 1), dtype=np.int64)
+        for h, b, n in found:
+            grid[h, b] += n
+        hist[name] = grid
+    quantiles: dict[int, dict[str, list[float]]] = {}
+    if not with_quantiles:
+        pass
+    elif sampled:
         source = f"(SELECT hour({local}) AS h, * FROM requests WHERE {where})"
-        found = weighted.quantiles(
+        by_hour = weighted.quantiles(
             cur, source, [tz, *params], ("h",), ("isl", "osl"), HOUR_QUANTILES
         )
-        quantiles: dict[int, dict[str, list[float]]] = {}
-        for (h, measure), values in found.items():
+        for (h, measure), values in by_hour.items():
             quantiles.setdefault(int(h), {})[measure] = [v for v in values if v is not None]
     else:
         quantiles = _hour_quantiles(cur, where, params, tz)

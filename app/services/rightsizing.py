@@ -195,7 +195,9 @@ def _replicas(
     assert r.memory_now is not None and r.memory_after is not None and r.recommended
     granularity = DEFAULT_GRANULARITY
     context = profile.spec().max_position_embeddings
-    load = hourly_load(db.cursor(), replace(flt, tz=tz), tz, granularity, context)
+    load = hourly_load(
+        db.cursor(), replace(flt, tz=tz), tz, granularity, context, with_quantiles=False
+    )
     if not load["count"].sum() or flt.start is None or flt.end is None:
         return None
     d = demand_from(
@@ -398,7 +400,12 @@ def seasonal(
     def demand_for(weekdays: tuple[int, ...]) -> tuple[HourlyLoad, HourDemand | None]:
         flt = flt_for(weekdays)
         load = hourly_load(
-            db.cursor(), flt, tz, granularity, profile.spec().max_position_embeddings
+            db.cursor(),
+            flt,
+            tz,
+            granularity,
+            profile.spec().max_position_embeddings,
+            with_quantiles=not weekdays,  # the per-hour quantiles shown are all days'
         )
         if not load["count"].sum():
             return load, None
