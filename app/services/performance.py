@@ -330,6 +330,7 @@ def observed_levels(db: Database, flt: Filter, replicas: int | None = None) -> l
 
     def per_replica(n: float) -> float:
         return 1 + (n - 1) / share if n >= 1 else n
+
     df, cells = levels_and_shapes(db.cursor(), flt)
     by_level: dict[tuple[object, int], list[Shape]] = {}
     for c in cells.itertuples(index=False):
