@@ -98,8 +98,8 @@ def heatmap_figure(hm: HeatMap, *, percent: bool = False, bounds: Sequence[Bound
         "template": template(),
         "xaxis": _margin_axis("y", X_MAP, matches="x3"),  # the ISL margin shares the map's x
         "yaxis": _margin_axis("x", Y_TOP, title=unit),
-        "xaxis3": _bin_axis("y3", X_MAP, xl, "input tokens (ISL), log bins"),
-        "yaxis3": _bin_axis("x3", Y_MAP, yl, "output tokens (OSL), log bins"),
+        "xaxis3": bin_axis("y3", X_MAP, xl, "input tokens (ISL), log bins"),
+        "yaxis3": bin_axis("x3", Y_MAP, yl, "output tokens (OSL), log bins"),
         "xaxis4": _margin_axis("y4", X_SIDE, title=unit),
         "yaxis4": _margin_axis("x4", Y_MAP, matches="y3"),  # the OSL margin shares the map's y
         "margin": {"l": 70, "r": 20, "t": 10, "b": 60},
@@ -133,11 +133,12 @@ def _margin_axis(
     return {"anchor": anchor, "domain": domain, "title": {"text": title}, "nticks": 3, **FIXED_AXIS}
 
 
-def _bin_axis(anchor: str, domain: list[float], labels: list[str], title: str) -> dict:
-    """A heat map axis: one tick per bin, labelled with the bin's token range."""
+def bin_axis(anchor: str, domain: list[float] | None, labels: list[str], title: str) -> dict:
+    """A heat map axis: one tick per bin, labelled with the bin's token range (`domain`: its
+    share of the figure, None for all of it)."""
     return {
         "anchor": anchor,
-        "domain": domain,
+        **({"domain": domain} if domain is not None else {}),
         "range": [-0.5, len(labels) - 0.5],
         "tickmode": "array",
         "tickvals": list(range(len(labels))),

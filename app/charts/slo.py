@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from app.charts.heatmap import bin_axis
 from app.charts.style import bin_labels, template
 
 # Diverging, colour-blind safe (ColorBrewer RdBu): red below the target, white at it, blue above.
@@ -26,20 +27,6 @@ def diverging_scale(target: float) -> list[list]:
         [t + (1 - t) / 2, "#67a9cf"],
         [1.0, ABOVE],
     ]
-
-
-def _axis(anchor: str, labels: list[str], title: str) -> dict:
-    return {
-        "anchor": anchor,
-        "range": [-0.5, len(labels) - 0.5],
-        "tickmode": "array",
-        "tickvals": list(range(len(labels))),
-        "ticktext": labels,
-        "title": {"text": title},
-        "showgrid": False,
-        "zeroline": False,
-        **FIXED_AXIS,
-    }
 
 
 def goodput_heatmap_figure(
@@ -115,8 +102,8 @@ def goodput_heatmap_figure(
     ]
     layout = {
         "template": template(),
-        "xaxis": _axis("y", xl, "input tokens (ISL), log bins"),
-        "yaxis": _axis("x", yl, "output tokens (OSL), log bins"),
+        "xaxis": bin_axis("y", None, xl, "input tokens (ISL), log bins"),
+        "yaxis": bin_axis("x", None, yl, "output tokens (OSL), log bins"),
         "margin": {"l": 70, "r": 20, "t": 10, "b": 60},
         "height": 480,
         "plot_bgcolor": "#ffffff",

@@ -46,14 +46,7 @@ def add_seasonal(subparsers: Subparsers) -> None:
     """Add `seasonal`."""
     sea = command(subparsers, "seasonal", cmd_seasonal, "Day/night engine plans for an engine.")
     sea.add_argument("--engine", required=True, help=ENGINE)
-    sea.add_argument(
-        "--weeks",
-        type=int,
-        choices=range(1, 13),
-        default=4,
-        metavar="1..12",
-        help="whole weeks up to now (default 4)",
-    )
+    _add_weeks(sea)
     sea.add_argument(
         "--headroom", type=_headroom, default=0.2, help="spare capacity per hour (default 0.2)"
     )
@@ -225,6 +218,18 @@ def _print_plans(r: SeasonalReport, result: Seasonal) -> None:
         print(f"    {block[next(k for k in block if k != 'window')]}")
 
 
+def _add_weeks(parser: argparse.ArgumentParser) -> None:
+    """--weeks: whole weeks up to now, 1 to 12."""
+    parser.add_argument(
+        "--weeks",
+        type=int,
+        choices=range(1, 13),
+        default=4,
+        metavar="1..12",
+        help="whole weeks up to now (default 4)",
+    )
+
+
 def add_money(subparsers: Subparsers) -> None:
     """Add `money`."""
     mon = command(
@@ -233,14 +238,7 @@ def add_money(subparsers: Subparsers) -> None:
         cmd_money,
         "GPU-hours and money per engine now and planned, within the SLO.",
     )
-    mon.add_argument(
-        "--weeks",
-        type=int,
-        choices=range(1, 13),
-        default=4,
-        metavar="1..12",
-        help="whole weeks up to now (default 4)",
-    )
+    _add_weeks(mon)
     mon.add_argument("--json", action="store_true", help="print as JSON")
 
 

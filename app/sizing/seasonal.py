@@ -192,19 +192,6 @@ def _slots(
     return max(slots, 0)
 
 
-def replicas_for(
-    d: HourDemand,
-    h: int,
-    config: WindowConfig,
-    kv_capacity: int,
-    headroom: float,
-    rps_per_replica: float | None,
-    latency: int = 0,
-) -> int:
-    """Replicas that hold hour h's peak with headroom (at least one: the engine stays up)."""
-    return need_for(d, h, config, kv_capacity, headroom, rps_per_replica, latency)[0]
-
-
 def need_for(
     d: HourDemand,
     h: int,
