@@ -106,10 +106,23 @@ def _save(args: argparse.Namespace, change: dict[str, Any], drop: tuple[str, ...
         try:
             profile = save_profile(db, args.name, data, None, datetime.now(UTC))
         except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"error: {_words(str(exc), args.name)}", file=sys.stderr)
             return 2
     print(json.dumps(profile.model_dump(mode="json", exclude_none=True), indent=2, sort_keys=True))
     return 0
+
+
+def _words(problem: str, engine: str) -> str:
+    """Pydantic's words for the two mistakes a command line makes, in the command's terms."""
+    field, _, message = problem.partition(": ")
+    if message.startswith("Extra inputs are not permitted"):
+        return (
+            f"{field} is not a profile field: `tokenshape engine show {engine}` lists an "
+            "engine's fields, the HTTP API reference (PUT /api/engines/{name}) all of them"
+        )
+    if message.startswith("Field required"):
+        return f"{field} is required: a new engine needs at least model=… and gpu=…"
+    return problem
 
 
 def cmd_set(args: argparse.Namespace) -> int:

@@ -84,5 +84,9 @@ def test_the_engine_command_edits_the_profile_and_money_prints_it(report_db):
         and "GPU-hours/month" in money
         and money.rstrip().splitlines()[-1].startswith("fleet: ")
     )
+    unknown = cli("engine", "set", *db, "chat-8b", "slo_ttft=5", check=False)
+    assert unknown.returncode == 2 and "slo_ttft is not a profile field" in unknown.stderr
+    new = cli("engine", "set", *db, "new-engine", "slo_ttft_ms=500", check=False)
+    assert new.returncode == 2 and "a new engine needs at least model" in new.stderr
     missing = cli("engine", "show", *db, "no-such-engine", check=False)
     assert missing.returncode == 1 and "no-such-engine" in missing.stderr
