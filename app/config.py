@@ -105,7 +105,7 @@ class Settings(BaseSettings):
         95, ge=50, le=99.99, description="The percentile latency targets hold at."
     )
     cost_per_gpu_hour: float | None = Field(
-        None, ge=0, description="Fleet default cost of one GPU-hour, for plans in money."
+        None, ge=0, le=10_000, description="Fleet default cost of one GPU-hour, for plans in money."
     )
     plans_refresh_s: float = Field(
         240.0,
@@ -117,10 +117,16 @@ class Settings(BaseSettings):
         "$", min_length=1, max_length=8, description="Currency symbol or code money is shown in."
     )
     api_price_input_per_mtok: float | None = Field(
-        None, ge=0, description="An API's price per million input tokens, for comparison."
+        None,
+        ge=0,
+        le=1_000_000,
+        description="An API's price per million input tokens, for comparison.",
     )
     api_price_output_per_mtok: float | None = Field(
-        None, ge=0, description="An API's price per million output tokens, for comparison."
+        None,
+        ge=0,
+        le=1_000_000,
+        description="An API's price per million output tokens, for comparison.",
     )
     public_url: str = Field(
         "http://127.0.0.1:8050", description="The dashboard's address, for links in the email."

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 import duckdb
 
@@ -20,6 +21,7 @@ class Tokens:
     output_tokens: float
     ttft_s: float
     decode_s: float
+    first: datetime | None = None  # the window's first request
 
 
 def token_totals(cur: duckdb.DuckDBPyConnection, flt: Filter) -> Tokens:
@@ -30,9 +32,10 @@ def token_totals(cur: duckdb.DuckDBPyConnection, flt: Filter) -> Tokens:
         f"SELECT coalesce(sum({WEIGHT}), 0), coalesce(sum({WEIGHT} * isl), 0), "
         f"coalesce(sum({WEIGHT} * osl), 0), "
         f"coalesce(sum({WEIGHT} * ttft_ms) FILTER (WHERE e2e_ms IS NOT NULL), 0) / 1000.0, "
-        f"coalesce(sum({WEIGHT} * greatest(e2e_ms - coalesce(ttft_ms, 0), 0)), 0) / 1000.0 "
-        f"FROM requests WHERE {where}",
+        f"coalesce(sum({WEIGHT} * greatest(e2e_ms - coalesce(ttft_ms, 0), 0)), 0) / 1000.0, "
+        f"min(started_at) FROM requests WHERE {where}",
         params,
     )
     assert row is not None
-    return Tokens(*(float(x) for x in row))
+    n, isl, osl, ttft_s, decode_s, first = row
+    return Tokens(float(n), float(isl), float(osl), float(ttft_s), float(decode_s), first)

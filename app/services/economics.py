@@ -19,12 +19,13 @@ from app.analytics.tokens import Tokens, token_totals
 from app.services.cache import TtlCache
 from app.services.profiles import load_profile, stored_profiles
 from app.services.rightsizing import DEFAULT_WINDOW, SeasonalReport, recommend, seasonal
-from app.sizing.seasonal import WEEKS_PER_MONTH, Plan
+from app.sizing.seasonal import Plan
 from app.sizing.slo import Fleet, api_prices, money
 from app.storage.database import Database
 
 # Plans are recomputed at most this often per engine (the hour's data barely moves them).
 CACHE_SECONDS = 300.0
+SECONDS_PER_MONTH = 365.25 / 12 * 86400
 _cache: TtlCache[EngineMoney] = TtlCache(CACHE_SECONDS)
 
 
@@ -91,14 +92,15 @@ def engine_money(
         fleet,
         weeks,
     )
-    if report is None:
-        hit = _cache.get(key)
-        if hit is not None:
-            return hit
-        report = seasonal(db, engine, now=now, tz=tz, weeks=weeks, fleet=fleet)
-    out = _money_of(db, engine, report, fleet)
-    _cache.put(key, out)
-    return out
+    if report is not None:
+        # A caller's own report (its headroom, coverage, threshold): priced, never cached, so
+        # the defaults every page reads stay the defaults.
+        return _money_of(db, engine, report, fleet)
+    hit = _cache.get(key)
+    if hit is not None:
+        return hit
+    report = seasonal(db, engine, now=now, tz=tz, weeks=weeks, fleet=fleet)
+    return _cache.put(key, _money_of(db, engine, report, fleet))
 
 
 def _money_of(db: Database, engine: str, r: SeasonalReport, fleet: Fleet) -> EngineMoney:
@@ -145,7 +147,10 @@ def _money_of(db: Database, engine: str, r: SeasonalReport, fleet: Fleet) -> Eng
         saves = baseline.cost_month - best.cost_month
     flt = Filter(start=r.start, end=r.end, engines=(engine,))
     tokens = token_totals(db.cursor(), flt)
-    months = r.weeks / WEEKS_PER_MONTH
+    # The months the tokens cover: from the first request in the window (a database younger
+    # than the window holds less than `weeks` of them) to its end.
+    first = tokens.first or r.start
+    months = max((r.end - max(r.start, first)).total_seconds(), 3600.0) / SECONDS_PER_MONTH
     in_m, out_m, api_m = None, None, None
     notes: list[str] = []
     # Cost per token at what holds the traffic: today's plan, or the best one when today's
@@ -169,7 +174,18 @@ def _money_of(db: Database, engine: str, r: SeasonalReport, fleet: Fleet) -> Eng
     if prices[0] is not None and prices[1] is not None and tokens.requests > 0:
         api_m = (tokens.input_tokens * prices[0] + tokens.output_tokens * prices[1]) / 1e6 / months
     short = _short_hours(res.now, res.hourly)
-    verdict = _verdict(engine, baseline, best, saves, fleet.currency, short)
+    verdict = _verdict(engine, baseline, best, saves, fleet.currency, short, slo is not None)
+    infeasible = r.latency.infeasible if r.latency is not None else []
+    if infeasible:
+        # The plans above hold memory's need in those hours; the targets are out of reach.
+        need = r.latency.needs[infeasible[0]] if r.latency is not None else None
+        verdict += (
+            f" No replica count meets the SLO at {_hours_words(infeasible)}"
+            + (f": {need.reason}" if need is not None and need.reason else "")
+            + "; those hours are planned for memory alone."
+        )
+    elif r.latency is not None and r.latency.error and slo is not None:
+        verdict += f" Memory alone: {r.latency.error}."
     return EngineMoney(
         engine,
         r.currency,
@@ -198,6 +214,7 @@ def _verdict(
     saves: float | None,
     currency: str,
     short: tuple[list[int], int, int] | None = None,
+    has_slo: bool = True,
 ) -> str:
     if short is not None:
         hours, have, need = short
@@ -208,8 +225,9 @@ def _verdict(
                 if saves >= 0
                 else f", for {money(-saves, currency)} a month more"
             )
+        misses = "misses its SLO at the peak" if has_slo else "is short of replicas at the peak"
         return (
-            f"{engine} misses its SLO at the peak: today's {have} replica"
+            f"{engine} {misses}: today's {have} replica"
             f"{'s are' if have != 1 else ' is'} too few for {_hours_words(hours)} (it needs "
             f"{need}); {best.label} holds every hour{change}."
         )

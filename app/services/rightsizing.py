@@ -79,20 +79,16 @@ def recommend(
     """The recommendation for an engine over [start, end): bounds from the traffic, batch and
     step from the SLO (when it has an ITL target), and the replicas before and after.
 
-    Kept five minutes for the same profile, stored rows and window to the hour: it runs the
-    performance model, and every page, the API and the email ask for it."""
+    Kept five minutes for the same profile, stored rows and window: it runs the performance
+    model, and the page's layout and its callbacks ask for the same one."""
     profile = profile or load_profile(db, engine)
-
-    def hour(t: datetime) -> datetime:
-        return t.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-
     key = (
         str(db.path),
         engine,
         data_stamp(db.cursor(), engine),
         profile.model_dump_json(),
-        hour(start),
-        hour(end),
+        start,
+        end,
         coverage,
         granularity,
         tz,
@@ -241,6 +237,8 @@ def _replicas(
     if infeasible:
         need = lat.needs[infeasible[0]]
         note = need.reason if need is not None else None
+    if today.slots == 0:
+        why_today = "cannot hold one full-length request"
     words = {
         "memory": "the KV cache",
         "latency": "the latency targets",
@@ -254,7 +252,8 @@ def _replicas(
         why_today=words.get(why_today, why_today),
         why_after=words.get(why_after, why_after),
         latency=max(lat.replicas),
-        slo=slo.words() if slo else None,
+        # Without the latency model the plan is memory's alone: it claims no SLO.
+        slo=slo.words() if slo and not lat.error else None,
         feasible=not infeasible,
         gpus_per_replica=profile.gpus,
         cost_per_gpu_hour=cost_for(profile, fleet),
@@ -495,16 +494,13 @@ def seasonal(
             profile.measured_rps_per_replica,
             latency.replicas,
         )
-        hours = float(n * 24 * 7 * profile.gpus)
-        today = Plan(
-            "today",
-            [n] * 24,
-            hours,
-            [config],
-            hours * cost if cost is not None else None,
-            [why] * 24,
-        )
-        result = replace(result, now=today)
+        # A build whose KV cache cannot hold one full-length request has no "now" to price:
+        # the money then counts from the rebuilt plan.
+        if config.slots > 0:
+            hours = float(n * 24 * 7 * profile.gpus)
+            priced = hours * cost if cost is not None else None
+            today = Plan("today", [n] * 24, hours, [config], priced, [why] * 24)
+            result = replace(result, now=today)
     split_days = None
     if day_types:
         parts = []

@@ -133,10 +133,16 @@ class EngineProfile(BaseModel):
         None, ge=0, le=10_000, description="What one GPU-hour costs; the fleet default if unset."
     )
     api_price_input_per_mtok: float | None = Field(
-        None, ge=0, description="An API's price per million input tokens, for comparison."
+        None,
+        ge=0,
+        le=1_000_000,
+        description="An API's price per million input tokens, for comparison.",
     )
     api_price_output_per_mtok: float | None = Field(
-        None, ge=0, description="An API's price per million output tokens, for comparison."
+        None,
+        ge=0,
+        le=1_000_000,
+        description="An API's price per million output tokens, for comparison.",
     )
     report_to: str | None = Field(
         None, max_length=2000, description="Extra recipients of the weekly email (comma list)."

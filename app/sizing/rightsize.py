@@ -94,7 +94,12 @@ class Recommendation:
 def replicas_verdict(r: Replicas, rec: Bounds | None) -> str:
     """'Rebuilding to max_seq_len 3,584 serves the same traffic within the SLO on 3 replicas
     instead of 5 (saves $4,210 a month).'"""
-    within = f"within the SLO ({r.slo})" if r.slo else "(memory alone: no SLO set)"
+    if r.slo:
+        within = f"within the SLO ({r.slo})"
+    elif r.note:
+        within = "(memory alone: the latency model is unavailable)"
+    else:
+        within = "(memory alone: no SLO set)"
     base = r.baseline
 
     def n(count: int) -> str:
@@ -107,16 +112,22 @@ def replicas_verdict(r: Replicas, rec: Bounds | None) -> str:
     if not r.feasible:
         return (
             f"No replica count meets the SLO ({r.slo}) at the busiest hour: "
-            f"{r.note or 'see the latency plan'}."
+            f"{r.note or 'see the latency plan'}; the replicas below are memory's need alone."
         )
     if r.running is not None and r.running < r.after:
         return (
-            f"Today's {n(r.running)} are too few for the busiest hour {within}: it needs "
+            f"Today's {n(r.running)} {'is' if r.running == 1 else 'are'} too few for the "
+            f"busiest hour {within}: it needs "
             f"{r.after}, set by {r.why_after}."
         )
     seq = "the recommended bounds"
     if rec and rec.max_seq_len:
         seq = f"max_seq_len {rec.max_seq_len:,}"
+    if r.today == 0:
+        return (
+            f"Today's build cannot hold one full-length request in its KV cache: rebuilding to "
+            f"{seq} serves the traffic {within} on {n(r.after)}."
+        )
     if r.after < r.today:
         running = f"; {r.running} run today" if r.running and r.running != r.today else ""
         return (

@@ -44,6 +44,22 @@ def test_money_counts_the_spare_replicas_by_hand(engine):
         rec = c.get("/api/engines/chat-8b/recommendation", params=window).json()
         bad = c.get("/api/engines/chat-8b/seasonal", params={"namespace": "Not A Name"})
     (e,) = money["engines"]
+    with engine.client(engine.token("admin")) as c:
+        # A seasonal view with its own headroom and coverage does not change what every page
+        # reads as the engine's money.
+        odd = c.get("/api/engines/chat-8b/seasonal", params={"headroom": 2, "coverage": 0.6})
+        assert odd.status_code == 200
+        assert c.get("/api/money").json() == money
+        # Two windows inside the same hour are two answers.
+        short = {"start": "2026-11-21T20:00:00Z", "end": "2026-11-21T20:05:00Z"}
+        longer = {"start": "2026-11-21T20:00:00Z", "end": "2026-11-21T20:59:00Z"}
+        a = c.get("/api/engines/chat-8b/recommendation", params=short).json()
+        b = c.get("/api/engines/chat-8b/recommendation", params=longer).json()
+        assert a["requests"] == 0 and b["requests"] == 1
+        # An API price beyond reason is refused, naming the field.
+        huge = PROFILE | {"api_price_input_per_mtok": 1e308}
+        bad_price = c.put("/api/engines/chat-8b", json=huge)
+        assert bad_price.status_code == 422 and "api_price_input_per_mtok" in bad_price.text
     # Today: 3 replicas × 1 GPU all month at $4; the plans need 1 replica at every hour.
     assert e["baseline"]["name"] == "now" and e["baseline"]["peak_replicas"] == 3
     assert e["baseline"]["cost_month"] == pytest.approx(3 * HOURS_A_MONTH * 4.0, abs=0.01)
