@@ -2,37 +2,18 @@
 
 from __future__ import annotations
 
-import math
-
 import duckdb
 
 from app.analytics.filters import WEIGHT, Filter
+from app.analytics.mix import fold, mid
 from app.storage.rollups import HALF_OCTAVE_EDGES, half_octave_sql
 
 # Cells per hour the performance model evaluates: the rest are folded into a neighbour with a
-# longer prompt and output (errs long, so latency errs high).
+# longer prompt and output (mix.fold: errs long, so latency errs high).
 PLAN_CELLS = 12
 
 # (isl, osl, requests) cells of one hour; requests are weighted (sampled rows count 1/p).
 Cells = tuple[tuple[int, int, float], ...]
-
-
-def _mid(i: int) -> int:
-    lo = HALF_OCTAVE_EDGES[i]
-    hi = HALF_OCTAVE_EDGES[i + 1] if i + 1 < len(HALF_OCTAVE_EDGES) else int(lo * 1.5)
-    return max(1, (lo + hi) // 2)
-
-
-def fold(cells: list[tuple[int, int, float]], limit: int) -> Cells:
-    """The `limit` busiest cells, each rarer cell added to the nearest kept one that is at least
-    as long in both prompt and output (else the nearest)."""
-    cells = sorted(cells, key=lambda c: -c[2])
-    kept = [list(c) for c in cells[:limit]]
-    for isl, osl, n in cells[limit:]:
-        longer = [k for k in kept if k[0] >= isl and k[1] >= osl] or kept
-        near = min(longer, key=lambda k: abs(math.log(k[0] / isl)) + abs(math.log(k[1] / osl)))
-        near[2] += n
-    return tuple((int(i), int(o), float(n)) for i, o, n in kept)
 
 
 def hour_mixes(
@@ -48,5 +29,10 @@ def hour_mixes(
     ).fetchall()
     by_hour: dict[int, list[tuple[int, int, float]]] = {}
     for h, ib, ob, n in rows:
-        by_hour.setdefault(int(h), []).append((_mid(int(ib)), _mid(int(ob)), float(n)))
-    return {h: fold(cells, limit) for h, cells in by_hour.items()}
+        by_hour.setdefault(int(h), []).append(
+            (mid(HALF_OCTAVE_EDGES, int(ib)), mid(HALF_OCTAVE_EDGES, int(ob)), float(n))
+        )
+    return {
+        h: tuple((i, o, float(n)) for i, o, n in fold(cells, limit)[0])
+        for h, cells in by_hour.items()
+    }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -28,10 +29,36 @@ class Mix:
     covered: float
 
 
-def _mid(edges: tuple[int, ...], i: int) -> int:
+def mid(edges: Sequence[int], i: int) -> int:
+    """A representative token count of bin i (the middle of its edges; the last bin open)."""
     lo = edges[i]
     hi = edges[i + 1] if i + 1 < len(edges) else int(lo * 1.5)
     return max(1, (lo + hi) // 2)
+
+
+def fold(
+    cells: Sequence[tuple[int, int, float]], limit: int, coverage: float = 1.0
+) -> tuple[list[tuple[int, int, float]], float]:
+    """The busiest cells, up to `limit` of them or until they hold `coverage` of the requests,
+    and the requests they held before the rest were folded in.
+
+    The rarest cells are folded into the nearest kept cell with at least their prompt and
+    output (else the nearest): dropping them would drop the long-prompt tail, where TTFT and
+    KV use are highest; folding them up errs long."""
+    ordered = sorted(cells, key=lambda c: -c[2])
+    total = sum(c[2] for c in ordered)
+    kept: list[list] = []
+    acc = 0.0
+    for cell in ordered:
+        if len(kept) >= limit or acc >= coverage * total:
+            break
+        kept.append(list(cell))
+        acc += cell[2]
+    for isl, osl, n in ordered[len(kept) :]:
+        longer = [k for k in kept if k[0] >= isl and k[1] >= osl] or kept
+        near = min(longer, key=lambda k: abs(math.log(k[0] / isl)) + abs(math.log(k[1] / osl)))
+        near[2] += n
+    return [(k[0], k[1], k[2]) for k in kept], acc
 
 
 def shape_mix(cur: duckdb.DuckDBPyConnection, flt: Filter) -> Mix:
@@ -40,27 +67,13 @@ def shape_mix(cur: duckdb.DuckDBPyConnection, flt: Filter) -> Mix:
     if not hm.total:
         return Mix((), 0, 0.0)
     cells = [
-        (_mid(hm.isl_edges, i), _mid(hm.osl_edges, j), int(hm.counts[i][j]))
+        (mid(hm.isl_edges, i), mid(hm.osl_edges, j), int(hm.counts[i][j]))
         for i in range(len(hm.isl_edges))
         for j in range(len(hm.osl_edges))
         if hm.counts[i][j] > 0
     ]
-    cells.sort(key=lambda c: -c[2])
-    kept: list[list[int]] = []
-    acc = 0
-    for cell in cells:
-        if len(kept) >= MAX_CELLS or acc >= COVERAGE * hm.total:
-            break
-        kept.append(list(cell))
-        acc += cell[2]
-    # The rarest cells are folded into the nearest evaluated cell with at least their prompt
-    # and output (else the nearest): dropping them would drop the long-prompt tail, where TTFT
-    # and KV use are highest; folding them up errs long.
-    for isl, osl, n in cells[len(kept) :]:
-        longer = [k for k in kept if k[0] >= isl and k[1] >= osl] or kept
-        near = min(longer, key=lambda k: abs(math.log(k[0] / isl)) + abs(math.log(k[1] / osl)))
-        near[2] += n
-    return Mix(tuple((i, o, n) for i, o, n in kept), hm.total, acc / hm.total)
+    kept, acc = fold(cells, MAX_CELLS, COVERAGE)
+    return Mix(tuple((i, o, int(n)) for i, o, n in kept), hm.total, acc / hm.total)
 
 
 def mean_in_flight(cur: duckdb.DuckDBPyConnection, flt: Filter) -> float | None:

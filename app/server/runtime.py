@@ -24,7 +24,7 @@ from app.server.metrics import Metrics
 from app.server.ratelimit import Limit, RateLimiter
 from app.services import report_runs
 from app.services.credentials import Credentials
-from app.services.economics import warm
+from app.services.economics import fleet_money
 from app.sizing.slo import Fleet
 from app.storage.database import Database
 from app.storage.write.writer import Writer
@@ -161,7 +161,9 @@ class Runtime:
     def _warm_plans(self) -> None:
         """The fleet's plans for the default window, as the pages ask for them."""
         settings = self.settings
-        warm(self.db, now=self.clock(), tz=settings.tz, fleet=Fleet.of(settings))
+        # The seasonal plans behind the money also fit each engine's calibration, which the
+        # recommendations of the same hour share.
+        fleet_money(self.db, now=self.clock(), tz=settings.tz, fleet=Fleet.of(settings))
 
 
 def of(conn: HTTPConnection) -> Runtime:

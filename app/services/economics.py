@@ -18,14 +18,15 @@ from app.analytics.stamp import data_stamp
 from app.analytics.tokens import Tokens, token_totals
 from app.services.cache import TtlCache
 from app.services.profiles import load_profile, stored_profiles
-from app.services.rightsizing import DEFAULT_WINDOW, SeasonalReport, recommend, seasonal
-from app.sizing.seasonal import Plan
+from app.services.rightsizing import SeasonalReport, seasonal
+from app.sizing.profile import EngineProfile
+from app.sizing.seasonal import HOURS_PER_MONTH, Plan, window_label
 from app.sizing.slo import Fleet, api_prices, money
 from app.storage.database import Database
 
 # Plans are recomputed at most this often per engine (the hour's data barely moves them).
 CACHE_SECONDS = 300.0
-SECONDS_PER_MONTH = 365.25 / 12 * 86400
+SECONDS_PER_MONTH = HOURS_PER_MONTH * 3600
 _cache: TtlCache[EngineMoney] = TtlCache(CACHE_SECONDS)
 
 
@@ -95,16 +96,17 @@ def engine_money(
     if report is not None:
         # A caller's own report (its headroom, coverage, threshold): priced, never cached, so
         # the defaults every page reads stay the defaults.
-        return _money_of(db, engine, report, fleet)
+        return _money_of(db, engine, profile, report, fleet)
     hit = _cache.get(key)
     if hit is not None:
         return hit
     report = seasonal(db, engine, now=now, tz=tz, weeks=weeks, fleet=fleet)
-    return _cache.put(key, _money_of(db, engine, report, fleet))
+    return _cache.put(key, _money_of(db, engine, profile, report, fleet))
 
 
-def _money_of(db: Database, engine: str, r: SeasonalReport, fleet: Fleet) -> EngineMoney:
-    profile = load_profile(db, engine)
+def _money_of(
+    db: Database, engine: str, profile: EngineProfile, r: SeasonalReport, fleet: Fleet
+) -> EngineMoney:
     prices = api_prices(profile, fleet)
     slo = r.slo.words() if r.slo else None
     if r.result is None:
@@ -269,7 +271,7 @@ def _hours_words(hours: list[int]) -> str:
             runs[-1].append(h)
         else:
             runs.append([h])
-    return ", ".join(f"{r[0]:02d}:00–{(r[-1] + 1) % 24:02d}:00" for r in runs)
+    return ", ".join(window_label(tuple(r)) for r in runs)
 
 
 @dataclass(frozen=True)
@@ -366,15 +368,3 @@ def money_dict(m: EngineMoney) -> dict[str, Any]:
         "notes": m.notes,
         "error": m.error,
     }
-
-
-def warm(db: Database, *, now: datetime, tz: str, fleet: Fleet = Fleet()) -> FleetMoney:
-    """Compute what the pages ask first (the fleet's money, each engine's recommendation over
-    the default window) into the caches; the plans warmer job calls it."""
-    out = fleet_money(db, now=now, tz=tz, fleet=fleet)
-    for name in stored_profiles(db):
-        try:
-            recommend(db, name, start=now - DEFAULT_WINDOW, end=now, tz=tz, fleet=fleet)
-        except (LookupError, ValueError):
-            continue
-    return out

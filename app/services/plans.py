@@ -6,13 +6,12 @@ here, so every page says the same number of replicas."""
 from __future__ import annotations
 
 import math
-import threading
-import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from app.analytics.filters import Filter
 from app.analytics.hour_mix import hour_mixes
+from app.services.cache import TtlCache
 from app.services.perfmodel import PerfModelError
 from app.services.performance import Engine, observed_levels, prepare, within_bounds
 from app.sizing.perf import Corrections, Shape, fit_corrections
@@ -40,10 +39,8 @@ class LatencyPlan:
 
 
 # Fitted corrections barely move within an hour: kept this long per (file, profile, window).
-CALIBRATION_SECONDS = 600.0
 CALIBRATION_WINDOW = timedelta(days=7)
-_calibrations: dict[tuple, tuple[float, tuple[Engine, Corrections]]] = {}
-_lock = threading.Lock()
+_calibrations: TtlCache[tuple[Engine, Corrections]] = TtlCache(600.0, size=64)
 
 
 def calibrated_engine(
@@ -56,10 +53,9 @@ def calibrated_engine(
     end = end.replace(minute=0, second=0, microsecond=0)
     flt = replace(flt, start=end - CALIBRATION_WINDOW, end=end, hours=(), weekdays=())
     key = (str(db.path), profile.model_dump_json(), flt)
-    with _lock:
-        hit = _calibrations.get(key)
-    if hit is not None and time.monotonic() - hit[0] < CALIBRATION_SECONDS:
-        return hit[1]
+    hit = _calibrations.get(key)
+    if hit is not None:
+        return hit
     eng = prepare(profile)
     levels = observed_levels(db, flt, profile.replicas)
     shapes = [s for lv in levels for s in lv.shapes] or [Shape(512, 256)]
@@ -70,10 +66,7 @@ def calibrated_engine(
         step_tokens=eng.step_tokens,
         max_running=eng.max_concurrency(shapes),
     )
-    with _lock:
-        if len(_calibrations) > 64:
-            _calibrations.clear()
-        _calibrations[key] = (time.monotonic(), (eng, corr))
+    _calibrations.put(key, (eng, corr))
     return eng, corr
 
 

@@ -43,6 +43,7 @@ from app.sizing.rightsize import (
     rightsize,
 )
 from app.sizing.seasonal import (
+    BINDING_WORDS,
     DEFAULT_THRESHOLD,
     DayTypes,
     HourDemand,
@@ -239,12 +240,7 @@ def _replicas(
         note = need.reason if need is not None else None
     if today.slots == 0:
         why_today = "cannot hold one full-length request"
-    words = {
-        "memory": "the KV cache",
-        "latency": "the latency targets",
-        "throughput": "the measured requests/s per replica",
-        "minimum": "the minimum of one replica",
-    }
+    words = BINDING_WORDS
     return Replicas(
         running=profile.replicas,
         today=n_today,

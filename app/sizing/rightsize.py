@@ -21,6 +21,7 @@ from app.sizing.recommend import (
     capacity,
     memory_for,
 )
+from app.sizing.seasonal import HOURS_PER_MONTH
 from app.sizing.slo import money
 
 LOW_PRECISION_CAVEAT = "lower precision needs its own quality check on your prompts"
@@ -64,7 +65,7 @@ class Replicas:
         """What `replicas` cost over an average month, all day."""
         if self.cost_per_gpu_hour is None:
             return None
-        return replicas * self.gpus_per_replica * 24 * 365.25 / 12 * self.cost_per_gpu_hour
+        return replicas * self.gpus_per_replica * HOURS_PER_MONTH * self.cost_per_gpu_hour
 
 
 @dataclass(frozen=True)

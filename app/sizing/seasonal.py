@@ -62,6 +62,14 @@ class WindowConfig:
 
 # Weeks in an average month (365.25 / 12 / 7), for money per month.
 WEEKS_PER_MONTH = 365.25 / 12 / 7
+HOURS_PER_MONTH = WEEKS_PER_MONTH * 7 * 24
+# What set an hour's replicas, in words (plans' `binding`, the recommendation's Replicas).
+BINDING_WORDS = {
+    "memory": "the KV cache",
+    "latency": "the latency targets",
+    "throughput": "the measured requests/s per replica",
+    "minimum": "the minimum of one replica",
+}
 
 
 @dataclass(frozen=True)
@@ -371,12 +379,7 @@ def binding_words(plan: Plan) -> str:
     parts: dict[str, list[int]] = {}
     for h, why in enumerate(plan.binding):
         parts.setdefault(why, []).append(h)
-    words = {
-        "memory": "the KV cache (requests in flight)",
-        "latency": "the latency targets",
-        "throughput": "the measured requests/s per replica",
-        "minimum": "the minimum of one replica",
-    }
+    words = BINDING_WORDS
     out = []
     for why, hours in sorted(parts.items(), key=lambda kv: -len(kv[1])):
         if why in words:
