@@ -128,6 +128,14 @@ class Settings(BaseSettings):
         le=1_000_000,
         description="An API's price per million output tokens, for comparison.",
     )
+    trusted_proxies: str = Field(
+        "",
+        description=(
+            "Comma-separated addresses (or CIDR networks) of reverse proxies whose "
+            "X-Forwarded-For / X-Forwarded-Proto are believed; empty: none, the peer address is "
+            "the client."
+        ),
+    )
     public_url: str = Field(
         "http://127.0.0.1:8050", description="The dashboard's address, for links in the email."
     )
