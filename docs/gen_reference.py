@@ -795,7 +795,10 @@ TABLES: dict[str, dict[str, str]] = {
     "users": {
         "": "Dashboard users.",
         "name": "Login name.",
-        "password_hash": "scrypt hash (`scrypt$N$r$p$salt$hash`).",
+        "password_hash": (
+            "Argon2id hash in PHC form (`$argon2id$v=19$…`); an older `scrypt$N$r$p$salt$hash` "
+            "until the user's next login."
+        ),
         "role": "`viewer` or `admin`.",
         "created_at": "When the user was added.",
         "last_login_at": "Last successful login.",

@@ -154,6 +154,8 @@ def get_recommendation(
         )
     except ValueError as exc:  # e.g. a granularity too coarse for the model's context
         raise HTTPException(422, detail=f"invalid parameters: {exc}") from None
+    except Exception as exc:  # the stored profile cannot be sized: say so, not a bare 500
+        raise HTTPException(422, detail=profiles.sizing_failure(name, exc)) from None
     return recommendation_dict(r)
 
 
@@ -183,22 +185,25 @@ def get_seasonal(
     """Hourly demand in TOKENSHAPE_TZ, plans (a) static (b) hourly (c) best split, the verdict."""
     profile = _profile_or_404(db, name)
     now = clock()
-    report = seasonal(
-        db,
-        name,
-        now=now,
-        tz=settings.tz,
-        weeks=weeks,
-        coverage=coverage,
-        headroom=headroom,
-        threshold=settings.seasonal_threshold,
-        day_types=day_types,
-        fleet=fleet,
-    )
-    out = seasonal_dict(report)
-    out["money"] = money_dict(
-        engine_money(db, name, now=now, tz=settings.tz, fleet=fleet, weeks=weeks, report=report)
-    )
+    try:
+        report = seasonal(
+            db,
+            name,
+            now=now,
+            tz=settings.tz,
+            weeks=weeks,
+            coverage=coverage,
+            headroom=headroom,
+            threshold=settings.seasonal_threshold,
+            day_types=day_types,
+            fleet=fleet,
+        )
+        out = seasonal_dict(report)
+        out["money"] = money_dict(
+            engine_money(db, name, now=now, tz=settings.tz, fleet=fleet, weeks=weeks, report=report)
+        )
+    except Exception as exc:  # the stored profile cannot be sized: say so, not a bare 500
+        raise HTTPException(422, detail=profiles.sizing_failure(name, exc)) from None
     try:
         out["deploy"] = deploy_documents(report, profile, namespace=namespace)
     except ValueError as exc:
@@ -215,7 +220,8 @@ def get_money(
     weeks: Annotated[int, Query(ge=1, le=12, description="Whole weeks up to the last hour.")] = 4,
 ) -> dict[str, Any]:
     """Each engine's plans (today, rebuilt, hourly, seasonal) per month, the best one within
-    the SLO, what it saves, cost per million tokens, and the fleet's totals."""
+    the SLO, what it saves, cost per million tokens, and the fleet's totals; an engine that
+    cannot be sized has no plans and its `error` says why (the totals leave it out)."""
     m = fleet_money(db, now=clock(), tz=settings.tz, fleet=fleet, weeks=weeks)
     return {
         "currency": m.currency,

@@ -71,9 +71,27 @@ def _cached_lookup(state: AuthState, token: str) -> TokenInfo | None:
     return info
 
 
-def check_bearer(state: AuthState, header: str, scope: str) -> TokenInfo:
+SCOPE_ATTRIBUTE = "tokenshape_scope"  # set on require_scope's dependencies: what a route needs
+
+
+def scope_refusal(info: TokenInfo, needed: str) -> AuthError:
+    """The 403 for a live token whose scope is not the one a route needs."""
+    article = "an" if needed[0] in "aeiou" else "a"
+    return AuthError(
+        403,
+        f"this route needs {article} {needed} token; yours has scope {info.scope} "
+        f"(token {info.display})",
+    )
+
+
+def check_bearer(
+    state: AuthState, header: str, scope: str, route_scope: Callable[[], str] | None = None
+) -> TokenInfo:
     """The live token in an Authorization header if it carries `scope` (admin passes
-    everywhere, read passes for ingest-only routes never); AuthError otherwise."""
+    everywhere, read passes for ingest-only routes never); AuthError otherwise.
+
+    `route_scope`, when given, names what the route itself needs, for the refusal's wording
+    (the gate checks `read` in front of admin routes too)."""
     kind, _, value = header.partition(" ")
     if kind.lower() != "bearer" or not value.strip():
         raise AuthError(
@@ -85,9 +103,7 @@ def check_bearer(state: AuthState, header: str, scope: str) -> TokenInfo:
     if info is None:
         raise AuthError(401, "the bearer token is not known or was revoked; create a new one")
     if info.scope != scope and info.scope != "admin":
-        raise AuthError(
-            403, f"token {info.display} has the '{info.scope}' scope; this route needs '{scope}'"
-        )
+        raise scope_refusal(info, route_scope() if route_scope else scope)
     _touch(state, info)
     return info
 
@@ -108,4 +124,5 @@ def require_scope(scope: str) -> Callable[[Request], Awaitable[TokenInfo]]:
             )
             raise HTTPException(exc.status, exc.message, headers=headers) from None
 
+    setattr(check, SCOPE_ATTRIBUTE, scope)
     return check

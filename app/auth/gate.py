@@ -16,12 +16,13 @@ from collections.abc import Callable
 from datetime import datetime
 from urllib.parse import quote
 
+from fastapi.routing import iter_route_contexts
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.auth import cookies, principal
-from app.auth.bearer import AuthError, check_bearer
+from app.auth.bearer import SCOPE_ATTRIBUTE, AuthError, check_bearer
 from app.auth.principal import Principal
 from app.auth.state import AuthState
 from app.config import is_loopback
@@ -81,6 +82,26 @@ def _kind(path: str) -> str:
     if path.startswith("/api/") or path == "/metrics":
         return "api"
     return "dashboard"
+
+
+def route_scope(scope: Scope, default: str = "read") -> str:
+    """The token scope the route serving this request declares (through require_scope), for
+    a refusal's wording; `default` when it declares none or no route matches."""
+    for route in iter_route_contexts(getattr(scope.get("app"), "routes", ())):
+        regex, methods = getattr(route, "path_regex", None), route.methods
+        if regex is None or not regex.match(scope["path"]):
+            continue
+        if methods and scope["method"] not in methods:
+            continue
+        pending = list(getattr(getattr(route, "dependant", None), "dependencies", ()))
+        while pending:
+            dependency = pending.pop()
+            needed = getattr(dependency.call, SCOPE_ATTRIBUTE, None)
+            if needed:
+                return str(needed)
+            pending.extend(dependency.dependencies)
+        return default
+    return default
 
 
 def _json(status: int, message: str, bearer: bool = False) -> JSONResponse:
@@ -234,7 +255,9 @@ class AuthGate:
             header = request.headers.get("authorization")
             if header:
                 try:
-                    info = check_bearer(self.state, header, "read")
+                    info = check_bearer(
+                        self.state, header, "read", route_scope=lambda: route_scope(scope)
+                    )
                 except AuthError as exc:
                     return None, _json(exc.status, exc.message, exc.status == 401)
                 role = "admin" if info.scope == "admin" else "viewer"

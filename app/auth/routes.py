@@ -1,10 +1,10 @@
-"""The login page, login and logout: a form, scrypt-checked passwords, signed session cookies."""
+"""The login page, login and logout: a form, Argon2id-checked passwords (throttled per account
+and per client), signed session cookies."""
 
 from __future__ import annotations
 
 import asyncio
 import secrets
-import time
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs
@@ -16,7 +16,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from app.auth import cookies
 from app.auth import state as auth_state
 from app.auth.gate import session_principal
-from app.auth.state import AuthState
+from app.auth.throttle import client_key
 from app.storage import sessions, users
 
 router = APIRouter(include_in_schema=False)
@@ -25,10 +25,6 @@ _TEMPLATES = Environment(
     autoescape=select_autoescape(["html"]),
 )
 FORM_LIMIT = 16 * 1024
-# Failed logins per client address: after this many in the window, wait (scrypt alone slows
-# one guesser, not many parallel ones).
-MAX_FAILURES = 5
-FAILURE_WINDOW_S = 300.0
 
 
 def _safe_next(target: str | None) -> str:
@@ -85,16 +81,6 @@ async def _form(request: Request) -> dict[str, str]:
     return {k: v[0] for k, v in fields.items()}
 
 
-def _throttled(state: AuthState, client: str) -> float:
-    """Seconds this client must wait before trying again (0 if it may try now)."""
-    now = time.monotonic()
-    failures = [t for t in state.login_failures.get(client, []) if now - t < FAILURE_WINDOW_S]
-    state.login_failures[client] = failures
-    if len(failures) < MAX_FAILURES:
-        return 0.0
-    return FAILURE_WINDOW_S - (now - failures[0])
-
-
 @router.post("/login")
 async def login(request: Request) -> Response:
     """Check the password; on success start a session and go where the user was headed."""
@@ -112,32 +98,36 @@ async def login(request: Request) -> Response:
             username=name,
             next=target,
         )
-    client = request.client.host if request.client else "?"
-    wait = _throttled(state, client)
-    if wait > 0:
+    # The real client: uvicorn rewrites it from X-Forwarded-For only for trusted proxies.
+    client = client_key(request.client.host if request.client else None)
+    # Reserved before the check: parallel guesses must not all slip past the throttle while
+    # their hashes are computed. Unknown names count the same, so a 429 tells nothing.
+    attempt = state.throttle.begin(users.login_key(name), client)
+    if attempt.wait:
+        wait = state.throttle.retry_after(attempt)
         response: Response = _page(
             request,
             429,
-            message=f"Too many failed logins: wait {int(wait) + 1} s and try again.",
+            message=f"Too many failed logins for {attempt.reason}: wait {wait} s and try again.",
             username=name,
             next=target,
         )
-        response.headers["Retry-After"] = str(int(wait) + 1)
+        response.headers["Retry-After"] = str(wait)
         return response
     password = form.get("password", "")
-    # Counted as a failure before the check: parallel guesses must not all slip past the
-    # throttle while their hashes are computed. A success forgets them.
-    state.login_failures.setdefault(client, []).append(time.monotonic())
-    async with state.login_slots:  # each check holds 32 MiB: a flood must not pile them up
-        # The cursor is taken in the worker thread: cursors are per thread, never shared.
-        user = await asyncio.to_thread(
-            lambda: users.authenticate(state.db.cursor(), name, password)
-        )
+    user: users.UserInfo | None = None
+    try:
+        async with state.login_slots:  # each check holds up to 32 MiB: a flood must wait
+            # The cursor is taken in the worker thread: cursors are per thread, never shared.
+            user = await asyncio.to_thread(
+                lambda: users.authenticate(state.db.cursor(), name, password)
+            )
+    finally:  # a try the client gave up on still counts as a failure
+        state.throttle.end(attempt, succeeded=user is not None)
     if user is None:
         return _page(
             request, 401, message="Wrong user name or password.", username=name, next=target
         )
-    state.login_failures.pop(client, None)
     now = state.clock()
     ttl = timedelta(hours=state.settings.session_hours)
     sessions.prune(state.db.cursor(), now)  # expired ones go as new ones come

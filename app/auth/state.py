@@ -9,12 +9,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from app.auth.throttle import LoginThrottle
 from app.config import Settings
 from app.storage import sessions
 from app.storage.database import Database
+from app.storage.passwords import CHECK_MEMORY_BYTES
 
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
+
+
+LOGIN_MEMORY_BYTES = 64 * 1024 * 1024  # for password checks under way: two at a time
 
 
 @dataclass
@@ -30,9 +35,12 @@ class AuthState:
     token_cache: dict[str, tuple[float, Any]] = field(default_factory=dict)
     token_touched: dict[str, float] = field(default_factory=dict)
     session_cache: dict[str, tuple[float, Any]] = field(default_factory=dict)
-    login_failures: dict[str, list[float]] = field(default_factory=dict)
-    # Each password check holds 32 MiB: a flood of logins must not pile them up.
-    login_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(2))
+    throttle: LoginThrottle = field(default_factory=LoginThrottle)
+    # Password checks at once: each holds up to CHECK_MEMORY_BYTES (19 MiB for Argon2id,
+    # 32 MiB for a legacy scrypt hash) and a core; a flood of logins must not pile them up.
+    login_slots: asyncio.Semaphore = field(
+        default_factory=lambda: asyncio.Semaphore(LOGIN_MEMORY_BYTES // CHECK_MEMORY_BYTES)
+    )
 
     def load_signing_key(self) -> None:
         """Read (or create) the session-signing key (at start, once the database is open)."""

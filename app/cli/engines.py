@@ -67,7 +67,7 @@ def parse_fields(items: list[str]) -> dict[str, Any]:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """Print each engine with its model, GPUs, SLO and replicas."""
-    from app.services.profiles import stored_profiles
+    from app.services.profiles import stored_build, stored_profiles
 
     with Database(settings_for(args).db, read_only=True).open() as db:
         for name, p in sorted(stored_profiles(db).items()):
@@ -76,9 +76,9 @@ def cmd_list(args: argparse.Namespace) -> int:
                 for k in ("slo_ttft_ms", "slo_itl_ms", "slo_e2e_ms", "slo_percentile")
                 if p.get(k) is not None
             )
-            gpus = p.get("tensor_parallel", 1) * p.get("pipeline_parallel", 1)
+            gpus = stored_build(p)[1].replace("×", "x")
             print(
-                f"{name}\t{p.get('hf_model') or p.get('model')}\t{gpus}x {p.get('gpu')}\t"
+                f"{name}\t{p.get('hf_model') or p.get('model')}\t{gpus}\t"
                 f"replicas={p.get('replicas', '-')}\t{slo or 'no SLO'}"
             )
     return 0

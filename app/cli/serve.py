@@ -32,10 +32,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from app.main import create_app
     from app.server import logs
     from app.server.http_guard import guarded_protocol
+    from app.server.proxies import proxy_options
     from app.server.tuning import tune_server_process
 
     settings = settings_for(args)
     check_setting(settings.report_cron)  # before the file is touched, as a bad setting should
+    proxies = proxy_options(settings)
     db = open_db(settings)  # fail fast, with a clear line, if another process holds the file
     logs.configure(settings)
     print(f"tokenshape serving {settings.db} on http://{settings.host}:{settings.port}", flush=True)
@@ -48,6 +50,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=10,
         # httptools with a deadline and a size bound on headers (uvicorn has neither).
         http=guarded_protocol(settings.header_timeout_s),
+        # X-Forwarded-For/-Proto believed only from TOKENSHAPE_TRUSTED_PROXIES (uvicorn's
+        # default believes any local process).
+        **proxies,
         **logs.uvicorn_options(settings),
     )
     return 0

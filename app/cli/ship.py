@@ -33,6 +33,28 @@ def add_parser(subparsers: Subparsers) -> None:
     shp.add_argument(
         "--no-checkpoint", action="store_true", help="start from the beginning, keep no state"
     )
+    shp.add_argument(
+        "--give-up-after",
+        type=_seconds,
+        default=600.0,
+        metavar="SECONDS",
+        help="stop (exit status 3) when a batch has not been taken for this long, the server "
+        "down or failing all along (default 600; 0: retry forever)",
+    )
+
+
+GAVE_UP = 3  # exit status: the server did not take a batch within --give-up-after
+
+
+def _seconds(text: str) -> float:
+    """A --give-up-after value: seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: use seconds, 0 or more (0: never give up)")
+    return value
 
 
 def cmd_ship(args: argparse.Namespace) -> int:
@@ -68,8 +90,9 @@ def _checkpoint(args: argparse.Namespace, source: Path | None) -> Path | None:
 def _ship(
     args: argparse.Namespace, source: Path | None, token: str, checkpoint: Path | None
 ) -> int:
-    """Ship with a progress bar; print the totals, or the error (exit code 1)."""
-    from ingest.ship import ShipError, ship
+    """Ship with a progress bar; print the totals, or the error (exit status 1, or 3 when it
+    gave up on a server that kept failing)."""
+    from ingest.ship import ShipError, ShipGaveUp, ship
 
     progress = Progress(f"ship {args.file}", None)
     started = time.monotonic()
@@ -83,7 +106,12 @@ def _ship(
             follow=args.follow,
             checkpoint=checkpoint,
             progress=progress.advance,
+            give_up_after=args.give_up_after,
         )
+    except ShipGaveUp as exc:  # what was acknowledged is in the checkpoint: a rerun resumes
+        progress.close()
+        print(f"ship: {exc}", file=sys.stderr)
+        return GAVE_UP
     except (ShipError, OSError) as exc:  # OSError: the file or the checkpoint
         progress.close()
         print(f"error: {exc}", file=sys.stderr)

@@ -19,7 +19,6 @@ from app.charts.style import bin_labels
 from app.jobs.schedule import week_bounds
 from app.services import profiles
 from app.services.economics import EngineMoney, engine_money
-from app.services.profiles import NoProfile
 from app.services.rightsizing import engine_drift, recommend, seasonal
 from app.sizing.drift import Finding
 from app.sizing.rightsize import Recommendation
@@ -164,17 +163,19 @@ def build_report(
             "shapes": f"{base}/shapes?" + urlencode({"engine": name, **window}),
             "seasonal": f"{base}/seasonal?" + urlencode({"engine": name, "weeks": "1"}),
         }
-        count = stored.get("tensor_parallel", 1) * stored.get("pipeline_parallel", 1)
-        gpus = f"{count}× {stored.get('gpu', '')}"
+        model, gpus = profiles.stored_build(stored)
         try:
             rec = recommend(db, name, start=start, end=end, tz=tz, fleet=fleet)
             season = seasonal(db, name, now=end, tz=tz, weeks=1, threshold=threshold, fleet=fleet)
             cash = engine_money(db, name, now=end, tz=tz, fleet=fleet, weeks=1, report=season)
-        except NoProfile as exc:
+            heat_rows, heat_columns = _heat(db, name, start, end)
+            kpis = _kpis(db, name, start, end)
+            drift = engine_drift(db, name, stored, end)
+        except Exception as exc:  # one engine's error row; the others are still reported
             sections.append(
                 EngineSection(
                     name,
-                    stored.get("model", ""),
+                    model,
                     gpus,
                     [],
                     None,
@@ -185,7 +186,7 @@ def build_report(
                     [],
                     [],
                     links,
-                    problem=str(exc),
+                    problem=profiles.sizing_failure(name, exc),
                 )
             )
             continue
@@ -208,18 +209,17 @@ def build_report(
                 else:
                     money_now += cash.baseline.cost_month
                     money_best += cash.best.cost_month
-        heat_rows, heat_columns = _heat(db, name, start, end)
         sections.append(
             EngineSection(
                 name=name,
-                model=stored.get("model", ""),
+                model=model,
                 gpus=gpus,
-                kpis=_kpis(db, name, start, end),
+                kpis=kpis,
                 recommendation=rec,
                 rebuild=rebuild,
                 gain=gain,
                 seasonal_verdict=season.verdict,
-                findings=engine_drift(db, name, stored, end),
+                findings=drift,
                 heat_rows=heat_rows,
                 heat_columns=heat_columns,
                 links=links,
@@ -243,6 +243,9 @@ def build_report(
     ]
     if short:
         parts.append(f"{short} short of replicas for the SLO")
+    broken = sum(s.problem is not None for s in sections)
+    if broken:
+        parts.append(f"{broken} could not be sized")
     summary = f"{headline}: " + ", ".join(parts)
     critical = sum(f.severity == "critical" for s in sections for f in s.findings)
     alert = f", {critical} critical drift finding{'s' if critical != 1 else ''}" if critical else ""

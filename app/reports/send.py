@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import smtplib
 import ssl
 import threading
@@ -14,7 +15,7 @@ from email.message import EmailMessage
 from email.utils import getaddresses
 from typing import Any
 
-from app.config import Settings, is_loopback
+from app.config import Settings
 from app.jobs.schedule import canonical_week, week_bounds
 from app.reports.build import report_for
 from app.reports.render import compose
@@ -53,18 +54,29 @@ def recipients_of(
     return to, [b for b in dict.fromkeys(bcc) if b not in to]
 
 
+def tls_context() -> ssl.SSLContext:
+    """The client's TLS context: certificates and host names verified, against the system's
+    CAs, or only the CA file SSL_CERT_FILE names (a private CA, as OpenSSL tools take it)."""
+    cafile = os.environ.get("SSL_CERT_FILE") or None
+    try:
+        return ssl.create_default_context(cafile=cafile)
+    except (OSError, ssl.SSLError) as exc:
+        raise PermanentFailure(f"SSL_CERT_FILE={cafile} cannot be used as CA file: {exc}") from None
+
+
 def transmit(
     msg: EmailMessage, settings: Settings, bcc: list[str], timeout: float = 30.0
 ) -> str | None:
     """One SMTP delivery (STARTTLS, implicit TLS or plain, optional login). Returns the
     recipients the server refused, if some were taken. Raises PermanentFailure when retrying
     cannot help; other exceptions are temporary."""
-    if settings.smtp_user and settings.smtp_tls == "none" and not is_loopback(settings.smtp_host):
+    if settings.smtp_user and settings.smtp_tls == "none":
+        # Never, loopback included: a "local" port can be a tunnel or another user's relay.
         raise PermanentFailure(
-            "refusing to send the SMTP password unencrypted: set TOKENSHAPE_SMTP_TLS to "
-            "starttls or ssl"
+            "refusing to send the SMTP password unencrypted (TOKENSHAPE_SMTP_TLS=none with "
+            "TOKENSHAPE_SMTP_USER set): set TOKENSHAPE_SMTP_TLS to starttls or ssl"
         )
-    context = ssl.create_default_context()
+    context = tls_context()
     smtp_class = smtplib.SMTP_SSL if settings.smtp_tls == "ssl" else smtplib.SMTP
     kwargs: dict[str, Any] = {"context": context} if settings.smtp_tls == "ssl" else {}
     try:
@@ -88,7 +100,19 @@ def transmit(
     except (smtplib.SMTPRecipientsRefused, smtplib.SMTPNotSupportedError) as exc:
         raise PermanentFailure(f"{type(exc).__name__}: {exc}") from None
     except ssl.SSLCertVerificationError as exc:
-        raise PermanentFailure(f"the SMTP server's certificate is not trusted: {exc}") from None
+        raise PermanentFailure(
+            f"certificate verify failed for {settings.smtp_host}:{settings.smtp_port} "
+            f"({exc.verify_message}): set SSL_CERT_FILE to the CA file that signed the "
+            "server's certificate, or give the server one this machine trusts"
+        ) from None
+    except ssl.SSLError as exc:  # no TLS where TLS was asked for, or the other way round
+        if isinstance(exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError)):
+            raise  # the connection dropped mid-handshake: temporary
+        raise PermanentFailure(
+            f"TLS with {settings.smtp_host}:{settings.smtp_port} failed ({exc.reason}): is "
+            f"TOKENSHAPE_SMTP_TLS={settings.smtp_tls} what this port speaks? (ssl is usually "
+            "port 465, starttls 587)"
+        ) from None
     except smtplib.SMTPResponseException as exc:
         if 500 <= exc.smtp_code < 600:
             raise PermanentFailure(

@@ -17,7 +17,7 @@ from app.analytics.filters import Filter
 from app.analytics.stamp import data_stamp
 from app.analytics.tokens import Tokens, token_totals
 from app.services.cache import TtlCache
-from app.services.profiles import load_profile, stored_profiles
+from app.services.profiles import load_profile, sizing_failure, stored_profiles
 from app.services.rightsizing import SeasonalReport, seasonal
 from app.sizing.profile import EngineProfile
 from app.sizing.seasonal import HOURS_PER_MONTH, Plan, window_label
@@ -63,6 +63,29 @@ class EngineMoney:
     slo: str | None
     notes: list[str] = field(default_factory=list)
     error: str | None = None
+
+
+def failed_money(engine: str, message: str, fleet: Fleet) -> EngineMoney:
+    """An engine's error row: no plans, no money, `error` saying why."""
+    return EngineMoney(
+        engine,
+        fleet.currency,
+        None,
+        1,
+        [],
+        None,
+        None,
+        None,
+        0.0,
+        None,
+        None,
+        None,
+        None,
+        (None, None),
+        message,
+        None,
+        error=message,
+    )
 
 
 def _plan_money(name: str, label: str, p: Plan | None) -> PlanMoney | None:
@@ -299,13 +322,14 @@ class FleetMoney:
 def fleet_money(
     db: Database, *, now: datetime, tz: str, fleet: Fleet = Fleet(), weeks: int = 4
 ) -> FleetMoney:
-    """Money for every engine with a stored profile (a broken profile is skipped, named)."""
+    """Money for every engine with a stored profile; an engine that cannot be sized (a bad
+    profile, a failure of the model on it) is an error row, left out of the totals."""
     engines = []
     for name in stored_profiles(db):
         try:
             engines.append(engine_money(db, name, now=now, tz=tz, fleet=fleet, weeks=weeks))
-        except (LookupError, ValueError):
-            continue
+        except Exception as exc:  # one engine must never sink the fleet's money
+            engines.append(failed_money(name, sizing_failure(name, exc), fleet))
     costs_now = [e.baseline.cost_month for e in engines if e.baseline]
     costs_best = [e.best.cost_month for e in engines if e.best]
     priced = all(c is not None for c in costs_now + costs_best) and bool(costs_now)

@@ -5,6 +5,8 @@ validated by the same rules and stored in one serialisation (JSON, None fields l
 
 from __future__ import annotations
 
+import logging
+import threading
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +17,9 @@ from app.sizing.profile import EngineProfile
 from app.storage import engines
 from app.storage.database import Database
 
+log = logging.getLogger("tokenshape.profiles")
+# As ingest's Name (ingest/records.py): the longest engine name a request can carry.
+MAX_NAME = 256
 # A logged KV capacity describes one build: changing any of these makes it stale.
 BUILD_FIELDS = (
     "model",
@@ -48,6 +53,55 @@ LOG_FIELDS = (("weights_gib", "weights_gib_logged"), ("engine_version", "engine_
 
 class NoProfile(LookupError):
     """The engine has no stored profile, or the stored one is no longer valid."""
+
+
+def check_name(engine: str) -> None:
+    """Refuse an engine name a profile cannot be saved under (ValueError naming the rule).
+
+    Names are those requests carry (often hostnames, so dots inside a name are fine): at most
+    256 characters, no control characters, no '/', and not '.' or '..' (they would read as
+    paths in the page's and the API's URLs)."""
+    if not engine or not engine.strip():
+        raise ValueError("engine name: empty; give the name the engine's requests carry")
+    if len(engine) > MAX_NAME:
+        raise ValueError(f"engine name: {len(engine):,} characters; at most {MAX_NAME}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in engine):
+        raise ValueError("engine name: holds a control character (e.g. NUL or a newline)")
+    if "/" in engine:
+        raise ValueError("engine name: holds '/'; use letters, digits, '.', '-', '_' or ':'")
+    if engine in (".", ".."):
+        raise ValueError(f"engine name: {engine!r} is not a name (dots inside a name are fine)")
+
+
+# Engines whose failure was logged: each (engine, error) once, not once per page view.
+_logged: set[tuple[str, str]] = set()
+_logged_lock = threading.Lock()
+
+
+def sizing_failure(engine: str, exc: BaseException) -> str:
+    """What an engine's error row says when sizing it raised; logged once per engine and error.
+
+    One engine's bad profile (or a failure of the performance model on it) must never break
+    the page, the fleet table or the email for the others: callers show this instead."""
+    if isinstance(exc, NoProfile):
+        # Already says which engine, which field and "save it again".
+        detail = message = str(exc)
+    else:
+        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        message = (
+            f"{engine}: could not be sized ({detail[:300]}); fix its profile on the "
+            "Rightsizing page"
+        )
+    key = (engine, detail)
+    with _logged_lock:
+        first = key not in _logged
+        if first:
+            if len(_logged) > 1000:  # bounded: a churning fleet must not grow it forever
+                _logged.clear()
+            _logged.add(key)
+    if first:  # once, not a traceback per page view
+        log.warning("engine %r could not be sized: %s", engine, detail)
+    return message
 
 
 def problem(exc: ValidationError) -> str:
@@ -111,6 +165,19 @@ def stored_profiles(db: Database) -> dict[str, dict[str, Any]]:
     return engines.list_profiles(db.cursor())
 
 
+def stored_build(stored: dict[str, Any]) -> tuple[str, str]:
+    """A stored profile's model and GPUs ("4× H100") as words, whatever it holds (a profile
+    stored before a bound existed may hold anything: this never raises)."""
+    model = stored.get("model") or ""
+    gpu = stored.get("gpu") or ""
+    tp, pp = stored.get("tensor_parallel", 1), stored.get("pipeline_parallel", 1)
+    if all(isinstance(n, int) and not isinstance(n, bool) and 0 < n < 10**6 for n in (tp, pp)):
+        gpus = f"{tp * pp}× {gpu}"
+    else:
+        gpus = f"?× {gpu}"
+    return str(model)[:200], str(gpus)[:200]
+
+
 def stored_profile(db: Database, engine: str) -> dict[str, Any] | None:
     """An engine's stored profile as stored, or None."""
     return engines.get_profile(db.cursor(), engine)
@@ -127,7 +194,8 @@ def save_profile(
 ) -> EngineProfile:
     """Validate and store a profile (`merge`: fields left empty keep their stored value, as
     in the page's editor; else `data` replaces the profile, as PUT does). ValueError names
-    the bad field."""
+    the bad field, or the rule a bad engine name breaks (check_name)."""
+    check_name(engine)
     previous = engines.get_profile(db.cursor(), engine)
     if merge:
         data = {**(previous or {}), **data}

@@ -21,7 +21,7 @@ from app.analytics.stamp import data_stamp
 from app.services.cache import TtlCache
 from app.services.perfmodel import PerfModelError
 from app.services.plans import LatencyPlan, calibrated_engine, latency_plan, settings_for_slo
-from app.services.profiles import load_profile, problem, stored_profiles
+from app.services.profiles import load_profile, problem, sizing_failure, stored_profiles
 from app.sizing.catalog import GIB
 from app.sizing.commands import commands
 from app.sizing.drift import Finding, findings
@@ -672,11 +672,14 @@ def engine_drift(db: Database, engine: str, stored: dict[str, Any], end: datetim
             f"save it again with PUT /api/engines/{engine} or on the Rightsizing page"
         )
         return [Finding(engine, "profile", "warning", message, 0.0)]
-    cur = db.cursor()
-    bounds = (profile.max_input_len, profile.max_seq_len)
-    weeks = engine_weeks(cur, engine, end)
-    counts = beyond(cur, engine, end - WEEK, end, *bounds)
-    return findings(engine, bounds, weeks, counts)
+    try:
+        cur = db.cursor()
+        bounds = (profile.max_input_len, profile.max_seq_len)
+        weeks = engine_weeks(cur, engine, end)
+        counts = beyond(cur, engine, end - WEEK, end, *bounds)
+        return findings(engine, bounds, weeks, counts)
+    except Exception as exc:  # nor one engine's failure the others' drift
+        return [Finding(engine, "profile", "warning", sizing_failure(engine, exc), 0.0)]
 
 
 def drift_report(db: Database, end: datetime) -> dict[str, Any]:

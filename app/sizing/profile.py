@@ -30,6 +30,30 @@ GpuArch = Literal["ampere", "ada", "hopper", "blackwell", "cdna3"]
 assert set(ARCHES) == set(get_args(GpuArch))
 ENGINE_VERSION = r"^v?\d+\.\d+[0-9A-Za-z.+_ -]{0,38}$"
 
+# Every number a profile holds is bounded to physical sense: far above the largest real value
+# (no real engine is refused), low enough that no estimate built on it overflows a float or an
+# int64 (a profile of 1e308 GiB once sank the pages of every engine). Refusals name the field
+# and the bound ("gpu_memory_gib: Input should be less than or equal to 4096").
+MAX_GPU_MEMORY_GIB = 4096  # 4 TiB per GPU: 15x the largest today (B300, 288 GB)
+MAX_BANDWIDTH_GBS = 100_000  # 12x the fastest today (B200/GB200, 8,000 GB/s)
+MAX_BF16_TFLOPS = 25_000  # 10x the fastest dense BF16 today (GB200, 2,500)
+MAX_FP8_TFLOPS = 50_000  # 10x GB200's 5,000
+MAX_FP4_TFLOPS = 150_000  # 10x B300's 13,500 (dense FP4)
+MAX_PARAMS = 1e13  # 10T parameters: 10x the largest published model (Kimi K2, 1.03T)
+MAX_LAYERS = 1024  # as config.json's bound (hfconfig.LIMITS); the deepest published: 126
+MAX_HEADS = 4096  # as config.json's bound; the most KV heads published: 128 (DeepSeek-V3)
+MAX_HEAD_DIM = 4096  # the widest published: 256 (Gemma, Qwen3.5), MLA's latent 576
+MAX_HIDDEN = 262_144  # 2^18; the widest published: 18,432 (Nemotron-4 340B)
+MAX_CONTEXT = 1 << 27  # 134M tokens: 12x the longest published context (Llama 4 Scout, 10M)
+MAX_BATCH = 65_536  # requests one replica runs at once (engines default to 256-2,048)
+MAX_KV_TOKENS = 10**12  # KV capacity of one replica from a log (the largest logged: ~10^7)
+MAX_PARALLEL = 64  # tensor or pipeline parallel ways
+MAX_GPUS_PER_NODE = 72  # an NVLink domain: GB200 NVL72, the largest today
+MAX_GPUS_PER_REPLICA = 1024  # TP x PP: 128 nodes of 8 (the largest published deployments: ~320)
+MAX_REPLICAS = 10_000
+MAX_FLEET_GPUS = 1_000_000  # replicas x TP x PP: 5x the largest clusters today (~200k GPUs)
+MIN_RPS_PER_REPLICA, MAX_RPS_PER_REPLICA = 1e-4, 1e6  # requests/s: one per ~3 hours .. a million
+
 
 @lru_cache(maxsize=256)
 def _parsed(config_json: str, hf_id: str) -> ModelSpec:
@@ -59,24 +83,47 @@ class EngineProfile(BaseModel):
         description="The model's config.json (pasted; at most 256 KB): architecture, experts, "
         "attention layout and quantization_config.",
     )
-    params: float | None = Field(None, gt=0, description="Custom model: parameter count.")
-    layers: int | None = Field(None, gt=0, description="Custom model: transformer layers.")
-    kv_heads: int | None = Field(None, gt=0, description="Custom model: key/value heads.")
-    head_dim: int | None = Field(None, gt=0, description="Custom model: head dimension.")
-    hidden_size: int | None = Field(None, gt=0, description="Custom model: hidden size.")
-    max_position_embeddings: int | None = Field(None, gt=0, description="Custom model: context.")
+    params: float | None = Field(
+        None, gt=0, le=MAX_PARAMS, description="Custom model: parameter count."
+    )
+    layers: int | None = Field(
+        None, gt=0, le=MAX_LAYERS, description="Custom model: transformer layers."
+    )
+    kv_heads: int | None = Field(
+        None, gt=0, le=MAX_HEADS, description="Custom model: key/value heads."
+    )
+    head_dim: int | None = Field(
+        None, gt=0, le=MAX_HEAD_DIM, description="Custom model: head dimension."
+    )
+    hidden_size: int | None = Field(
+        None, gt=0, le=MAX_HIDDEN, description="Custom model: hidden size."
+    )
+    max_position_embeddings: int | None = Field(
+        None, gt=0, le=MAX_CONTEXT, description="Custom model: context."
+    )
     gpu: str = Field(description="A catalog GPU (" + ", ".join(GPUS) + ") or 'custom'.")
     gpu_memory_gib: float | None = Field(
-        None, gt=0, le=4096, description="Override the GPU's memory (CUDA total, GiB)."
+        None,
+        gt=0,
+        le=MAX_GPU_MEMORY_GIB,
+        description="Override the GPU's memory (CUDA total, GiB).",
     )
     gpu_arch: GpuArch | None = Field(None, description="Custom GPU: architecture.")
-    gpu_bandwidth_gbs: float | None = Field(None, gt=0, description="Custom GPU: memory GB/s.")
-    gpu_bf16_tflops: float | None = Field(None, gt=0, description="Custom GPU: dense BF16.")
-    gpu_fp8_tflops: float | None = Field(None, ge=0, description="Custom GPU: dense FP8.")
-    gpu_fp4_tflops: float | None = Field(None, ge=0, description="Custom GPU: dense FP4.")
+    gpu_bandwidth_gbs: float | None = Field(
+        None, gt=0, le=MAX_BANDWIDTH_GBS, description="Custom GPU: memory GB/s."
+    )
+    gpu_bf16_tflops: float | None = Field(
+        None, gt=0, le=MAX_BF16_TFLOPS, description="Custom GPU: dense BF16."
+    )
+    gpu_fp8_tflops: float | None = Field(
+        None, ge=0, le=MAX_FP8_TFLOPS, description="Custom GPU: dense FP8."
+    )
+    gpu_fp4_tflops: float | None = Field(
+        None, ge=0, le=MAX_FP4_TFLOPS, description="Custom GPU: dense FP4."
+    )
     gpu_label: str | None = Field(None, max_length=80, description="Custom GPU: its name.")
-    tensor_parallel: int = Field(1, ge=1, le=64)
-    pipeline_parallel: int = Field(1, ge=1, le=64)
+    tensor_parallel: int = Field(1, ge=1, le=MAX_PARALLEL)
+    pipeline_parallel: int = Field(1, ge=1, le=MAX_PARALLEL)
     weight_dtype: WeightDtype = "bf16"
     kv_dtype: KvDtype = "bf16"
     memory_fraction: float = Field(
@@ -92,25 +139,32 @@ class EngineProfile(BaseModel):
     chunked_prefill: bool | None = Field(
         None, description="vLLM V0 only: chunked prefill (default: on from 32k context)."
     )
-    gpus_per_node: int = Field(8, ge=1, le=72, description="GPUs per node (NVLink domain).")
+    gpus_per_node: int = Field(
+        8, ge=1, le=MAX_GPUS_PER_NODE, description="GPUs per node (NVLink domain)."
+    )
     weights_gib_logged: float | None = Field(
         None,
         gt=0,
-        le=4096,
+        le=MAX_GPU_MEMORY_GIB,
         description="Weights per GPU from the engine's log (model weights take X GiB).",
     )
-    max_input_len: int | None = Field(None, ge=1)
-    max_seq_len: int | None = Field(None, ge=1)
-    max_batch_size: int | None = Field(None, ge=1)
-    max_num_tokens: int | None = Field(None, ge=1)
+    max_input_len: int | None = Field(None, ge=1, le=MAX_CONTEXT)
+    max_seq_len: int | None = Field(None, ge=1, le=MAX_CONTEXT)
+    max_batch_size: int | None = Field(None, ge=1, le=MAX_BATCH)
+    max_num_tokens: int | None = Field(None, ge=1, le=MAX_CONTEXT)
     measured_kv_tokens: int | None = Field(
-        None, ge=0, description="KV capacity from the engine's own startup log; beats estimates."
+        None,
+        ge=0,
+        le=MAX_KV_TOKENS,
+        description="KV capacity from the engine's own startup log; beats estimates.",
     )
-    measured_source: str | None = Field(None, description="Where measured_kv_tokens came from.")
+    measured_source: str | None = Field(
+        None, max_length=400, description="Where measured_kv_tokens came from."
+    )
     replicas: int | None = Field(
         None,
         ge=1,
-        le=10_000,
+        le=MAX_REPLICAS,
         description="Replicas running today (each of tensor_parallel × pipeline_parallel GPUs); "
         "plans and savings count from it. Unset: what the peak hour needs.",
     )
@@ -118,7 +172,10 @@ class EngineProfile(BaseModel):
         None, gt=0, le=3_600_000, description="Latency target: TTFT at slo_percentile, ms."
     )
     slo_itl_ms: float | None = Field(
-        None, gt=0, le=60_000, description="Latency target: inter-token latency at the percentile."
+        None,
+        gt=0,
+        le=60_000,
+        description="Latency target: inter-token latency at the percentile.",
     )
     slo_e2e_ms: float | None = Field(
         None, gt=0, le=86_400_000, description="Latency target (optional): total time, ms."
@@ -148,7 +205,10 @@ class EngineProfile(BaseModel):
         None, max_length=2000, description="Extra recipients of the weekly email (comma list)."
     )
     measured_rps_per_replica: float | None = Field(
-        None, gt=0, description="Measured requests/s one replica sustains; caps seasonal plans."
+        None,
+        ge=MIN_RPS_PER_REPLICA,
+        le=MAX_RPS_PER_REPLICA,
+        description="Measured requests/s one replica sustains; caps seasonal plans.",
     )
 
     @field_validator("hf_config", mode="before")
@@ -199,6 +259,16 @@ class EngineProfile(BaseModel):
             raise ValueError(
                 f"unknown model {self.model!r}: choose one of {', '.join(MODELS)}, 'custom', or "
                 "'hf' with hf_model / hf_config"
+            )
+        if self.gpus > MAX_GPUS_PER_REPLICA:
+            raise ValueError(
+                f"tensor_parallel × pipeline_parallel is {self.gpus:,} GPUs per replica; at "
+                f"most {MAX_GPUS_PER_REPLICA:,}"
+            )
+        if self.replicas and self.replicas * self.gpus > MAX_FLEET_GPUS:
+            raise ValueError(
+                f"replicas × tensor_parallel × pipeline_parallel is "
+                f"{self.replicas * self.gpus:,} GPUs; at most {MAX_FLEET_GPUS:,}"
             )
         if self.max_input_len and self.max_seq_len and self.max_input_len >= self.max_seq_len:
             raise ValueError("max_input_len must be smaller than max_seq_len")

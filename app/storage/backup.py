@@ -2,8 +2,9 @@
 
 DuckDB lets no second process open the file, so the copy is made by the process that holds it:
 ATTACH a fresh file, `COPY FROM DATABASE` inside one transaction (a snapshot of every table at
-one moment; the writer keeps committing meanwhile), DETACH, fsync, then rename into place, so
-a backup file is either complete or absent.
+one moment; the writer keeps committing meanwhile), DETACH, fsync, then rename into place and
+fsync the directory, so a backup file is either complete or absent, and durable once written.
+Backups hold the password hashes and the cookie-signing key: the folder is 0700, files 0600.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import duckdb
 
+from app.storage.files import PRIVATE_FILE, fsync_dir, fsync_file, private_dir
 from app.storage.rows import first_row
 
 ALIAS = "tokenshape_backup"
@@ -62,14 +64,6 @@ def _identifier(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def backup_to(con: duckdb.DuckDBPyConnection, target: Path) -> BackupResult:
     """Copy every table of the open database into the new file `target`, consistently."""
     target = Path(target)
@@ -80,7 +74,7 @@ def backup_to(con: duckdb.DuckDBPyConnection, target: Path) -> BackupResult:
     started = time.perf_counter()
     partial = target.with_name(target.name + ".partial")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(target.parent)
         partial.unlink(missing_ok=True)
         row = first_row(con, "SELECT current_database()")
         source = str(row[0]) if row else "main"
@@ -97,9 +91,10 @@ def backup_to(con: duckdb.DuckDBPyConnection, target: Path) -> BackupResult:
         finally:
             con.execute(f"DETACH {ALIAS}")  # closes the file: checkpointed, no .wal left
         requests = int(row[0]) if row else 0
-        _fsync(partial)
+        os.chmod(partial, PRIVATE_FILE)  # DuckDB made it; the umask is ours only after open()
+        fsync_file(partial)
         os.replace(partial, target)
-        _fsync(target.parent)
+        fsync_dir(target.parent)
     except BaseException:
         partial.unlink(missing_ok=True)
         partial.with_name(partial.name + ".wal").unlink(missing_ok=True)

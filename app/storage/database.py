@@ -1,4 +1,8 @@
-"""The one DuckDB instance of the process: opening, migrating, and per-thread read cursors."""
+"""The one DuckDB instance of the process: opening, migrating, and per-thread read cursors.
+
+The file holds password hashes and the cookie-signing key: it and its WAL are 0600 (see
+app/storage/files), and one made looser by an older version is tightened when it is opened.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ from pathlib import Path
 import duckdb
 
 from app.storage import migrate
+from app.storage.backup import backup_dir
+from app.storage.files import fsync_dir, restrict_umask, tighten_and_log
 
 
 class DatabaseLocked(RuntimeError):
@@ -37,6 +43,8 @@ class Database:
 
     def open(self, *, run_migrations: bool = True) -> Database:
         """Migrate (unless read-only) and open the file; raises DatabaseLocked if it is held."""
+        restrict_umask()  # before DuckDB makes the file, its WAL or a spill file: all private
+        created = not self.path.exists()
         try:
             if run_migrations and not self.read_only:
                 self._con = self._connect_if_current()
@@ -52,7 +60,23 @@ class Database:
             if "lock" in str(exc).lower() and "conflicting" in str(exc).lower():
                 raise DatabaseLocked(self.path, str(exc)) from None
             raise
+        if created and self.path.exists():
+            fsync_dir(self.path.parent)  # the new file's name is durable, not only its bytes
+        if not self.read_only:
+            self._tighten()
         return self
+
+    def _tighten(self) -> None:
+        """Make the file, its WAL and the backups beside it owner-only if they were not."""
+        backups = backup_dir(self.path)
+        tighten_and_log(
+            [
+                self.path,
+                self.path.with_name(self.path.name + ".wal"),
+                backups,
+                *(sorted(backups.glob("*.duckdb")) if backups.is_dir() else []),
+            ]
+        )
 
     def _connect_if_current(self) -> duckdb.DuckDBPyConnection | None:
         """The file's connection when it is at the newest revision already, where Alembic would

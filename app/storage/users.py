@@ -1,4 +1,5 @@
-"""Dashboard users: a name, a role (viewer or admin) and a scrypt password hash."""
+"""Dashboard users: a name, a role (viewer or admin) and a password hash (Argon2id; older
+scrypt hashes are replaced at the next login)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import datetime
 
 import duckdb
 
-from app.storage.passwords import check_strength, hash_password, verify_password
+from app.storage.passwords import check_strength, hash_password, needs_rehash, verify_password
 from app.storage.rows import first_row
 
 ROLES = ("viewer", "admin")
@@ -23,6 +24,13 @@ class UserInfo:
     role: str
     created_at: datetime
     last_login_at: datetime | None
+
+
+def login_key(name: str) -> str:
+    """The name a login attempt counts against: names match exactly (as stored), and every
+    name no account can have shares one key, so junk names cannot fill memory."""
+    name = name.strip()
+    return name if _NAME.match(name) else ""
 
 
 def _check(name: str, role: str) -> None:
@@ -70,8 +78,16 @@ def list_users(con: duckdb.DuckDBPyConnection) -> list[UserInfo]:
 def authenticate(con: duckdb.DuckDBPyConnection, name: str, password: str) -> UserInfo | None:
     """The user if the password matches (and records the login), else None."""
     row = first_row(con, "SELECT password_hash FROM users WHERE name = ?", [name])
-    if not verify_password(password, row[0] if row else None):
+    stored = row[0] if row else None
+    if not verify_password(password, stored):
         return None
+    if stored and needs_rehash(stored):
+        # An older hash (scrypt, or weaker Argon2 parameters) is replaced now that the
+        # password is at hand; only if it is still the one checked (no change meanwhile).
+        con.execute(
+            "UPDATE users SET password_hash = ? WHERE name = ? AND password_hash = ?",
+            [hash_password(password), name, stored],
+        )
     con.execute("UPDATE users SET last_login_at = now() WHERE name = ?", [name])
     return get(con, name)
 

@@ -118,3 +118,36 @@ def test_a_stored_profile_that_no_longer_validates_does_not_sink_the_list(live, 
     assert answer.status_code == 200
     assert [e["name"] for e in answer.json()] == ["good"]
     assert "'stale'" in caplog.text and "re-save it" in caplog.text
+
+
+def test_numbers_beyond_physical_sense_are_refused_naming_the_field_and_bound(live):
+    """1e308 GiB per GPU was once stored, then sank every engine's page (issue 22)."""
+    with live.client(live.token("admin")) as c:
+        huge = c.put("/api/engines/x", json=PROFILE | {"gpu_memory_gib": 1e308})
+        assert huge.status_code == 422
+        assert "gpu_memory_gib" in huge.text and "4096" in huge.text
+        wide = c.put(
+            "/api/engines/x", json=PROFILE | {"tensor_parallel": 64, "pipeline_parallel": 64}
+        )
+        assert wide.status_code == 422 and "tensor_parallel × pipeline_parallel" in wide.text
+        nan = c.put(
+            "/api/engines/x",
+            content=b'{"model": "llama-3.1-8b", "gpu": "H100", "memory_fraction": NaN}',
+            headers={"Content-Type": "application/json"},
+        )
+        assert nan.status_code == 422 and "memory_fraction" in nan.text
+        assert c.get("/api/engines/x").status_code == 404  # nothing was stored
+
+
+def test_engine_names_are_bounded(live):
+    """As ingest's names, with the same words as the page and `tokenshape engine set`."""
+    with live.client(live.token("admin")) as c:
+        ok = c.put("/api/engines/api.example.com", json=PROFILE)  # a hostname: dots are fine
+        assert ok.status_code == 200 and ok.json()["name"] == "api.example.com"
+        for name, words in (
+            ("%2E%2E", "engine name: '..' is not a name"),
+            ("a%00b", "engine name: holds a control character"),
+            ("x" * 257, "engine name: 257 characters; at most 256"),
+        ):
+            bad = c.put(f"/api/engines/{name}", json=PROFILE)
+            assert bad.status_code == 422 and bad.json()["detail"].startswith(words), bad.text

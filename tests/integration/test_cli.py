@@ -169,3 +169,21 @@ def test_a_bad_report_schedule_stops_serve_before_it_touches_the_file(tmp_path):
     assert not db.exists() and "serving" not in out.stdout
     # A command that does not send email is not held up by the email's schedule.
     assert cli("migrate", "--db", str(db), env=env).returncode == 0
+
+
+def test_engine_set_refuses_bad_names_and_numbers_as_the_api_does(db_path):
+    db = ["--db", str(db_path)]
+    fields = ["model=llama-3.1-8b", "gpu=H100"]
+    for name, words in (
+        ("..", "'..' is not a name"),
+        ("a/b", "holds '/'"),
+        ("x" * 257, "257 characters; at most 256"),
+    ):
+        out = cli("engine", "set", *db, name, *fields, check=False)
+        assert out.returncode == 2 and f"error: engine name: {words}" in out.stderr, out.stderr
+    huge = cli("engine", "set", *db, "x", *fields, "gpu_memory_gib=1e308", check=False)
+    assert huge.returncode == 2
+    assert "gpu_memory_gib: Input should be less than or equal to 4096" in huge.stderr
+    ok = cli("engine", "set", *db, "api.example.com", *fields)  # a hostname: dots are fine
+    assert json.loads(ok.stdout)["gpu"] == "H100"
+    assert "Traceback" not in huge.stderr

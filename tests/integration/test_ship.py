@@ -1,5 +1,5 @@
-"""`tokenshape ship`: retries that honour Retry-After, and a resume after kill -9 that stores
-every record exactly once."""
+"""`tokenshape ship`: retries that honour Retry-After and give up at a deadline, and a resume
+after kill -9 that stores every record exactly once."""
 
 from __future__ import annotations
 
@@ -16,16 +16,17 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from ingest.ship import ShipError, ship
+from app.cli.ship import GAVE_UP
+from ingest.ship import ShipError, ShipGaveUp, ship
 from tests.support import http
 from tests.support.net import free_port
 from tests.support.paths import ROOT
 from tests.support.records import ndjson, record
 
 
-@pytest.fixture
-def flaky():
-    """A server that answers 503 with Retry-After twice, then takes every batch."""
+def _busy_server(busy_for: int, retry_after: str | None = "2"):
+    """A server that answers 503 (with Retry-After, if given) to the first `busy_for` batches,
+    then takes every batch; yields its URL and the sizes of the bodies it saw."""
     app = FastAPI()
     seen: list[int] = []
 
@@ -33,8 +34,9 @@ def flaky():
     async def take(request: Request):
         body = await request.body()
         seen.append(len(body))
-        if len(seen) <= 2:
-            return JSONResponse({"detail": "busy"}, status_code=503, headers={"Retry-After": "2"})
+        if len(seen) <= busy_for:
+            headers = {"Retry-After": retry_after} if retry_after else {}
+            return JSONResponse({"detail": "busy"}, status_code=503, headers=headers)
         return {"accepted": 3, "duplicates": 0, "rejected": 0, "errors": []}
 
     port = free_port()
@@ -46,6 +48,31 @@ def flaky():
     yield f"http://127.0.0.1:{port}", seen
     server.should_exit = True
     thread.join(timeout=10)
+
+
+@pytest.fixture
+def flaky():
+    """A server that answers 503 with Retry-After twice, then takes every batch."""
+    yield from _busy_server(2)
+
+
+@pytest.fixture
+def down():
+    """A server that answers 503 with `Retry-After: 4` to every batch."""
+    yield from _busy_server(10**9, "4")
+
+
+def _ship_cli(*args: str) -> subprocess.CompletedProcess:
+    """`tokenshape ship ARGS` as a user runs it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENSHAPE_")}
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", "ship", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,  # a guard: the run gives up after two seconds
+    )
 
 
 def test_the_shipper_waits_for_retry_after_and_succeeds(flaky, tmp_path):
@@ -143,3 +170,50 @@ def test_a_last_line_without_newline_is_shipped_and_a_bad_url_is_named(live, tmp
     assert stats.accepted == 2
     with pytest.raises(ShipError, match="the URL is not usable"):
         ship(path, "localhost:8050", "tks_x", sleep=lambda s: None)
+
+
+def test_a_dead_url_is_given_up_with_its_own_exit_status(tmp_path):
+    path = tmp_path / "log.ndjson"
+    path.write_bytes(ndjson([record(0)]))
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    done = _ship_cli(str(path), "--url", url, "--token", "tks_x", "--give-up-after", "2")
+    assert done.returncode == GAVE_UP == 3, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert f"gave up on {url}/v1/requests after " in last and "s of retries" in last, last
+    assert "the last try failed with: ConnectError" in last, last
+    # Nothing was acknowledged, so no checkpoint: a rerun sends it all.
+    assert not (tmp_path / "log.ndjson.tokenshape-ship").exists()
+
+
+def test_503_twice_then_200_ships_from_the_command_line(flaky, tmp_path):
+    url, seen = flaky
+    path = tmp_path / "log.ndjson"
+    path.write_bytes(ndjson([record(i) for i in range(3)]))
+    done = _ship_cli(str(path), "--url", url, "--token", "tks_x", "--give-up-after", "60")
+    assert done.returncode == 0, done.stderr
+    assert "3 accepted" in done.stdout and "(2 retries)" in done.stdout and len(seen) == 3
+
+
+def test_the_deadline_counts_the_waits_and_tries_once_more_at_it(down, tmp_path):
+    url, seen = down
+    path = tmp_path / "log.ndjson"
+    path.write_bytes(ndjson([record(0)]))
+    now = [0.0]  # the clock: it moves only by the shipper's own waits
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    with pytest.raises(ShipGaveUp) as gave_up:
+        ship(path, url, "tks_x", sleep=sleep, clock=lambda: now[0], give_up_after=10)
+    # Retry-After 4 (+ up to 25% jitter): tries at 0, ~4, ~8, and a last one at 10 sharp.
+    assert gave_up.value.seconds == 10.0 and len(seen) == 4
+    assert "HTTP 503" in gave_up.value.last and url + "/v1/requests" in str(gave_up.value)
+
+
+def test_final_answers_stop_at_once_with_exit_status_1(live, tmp_path):
+    path = tmp_path / "log.ndjson"
+    path.write_bytes(ndjson([record(0)]))
+    done = _ship_cli(str(path), "--url", live.url, "--token", "tks_unknown")
+    assert done.returncode == 1 and "401: the token is not valid" in done.stderr
+    bad = _ship_cli(str(path), "--url", live.url, "--token", "x", "--give-up-after", "-1")
+    assert bad.returncode == 2 and "0 or more" in bad.stderr

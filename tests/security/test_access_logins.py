@@ -3,7 +3,12 @@ their state (sessions, failed logins, profiles) must not leak from one into anot
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import secrets
+
 import dash
+import httpx
 import pytest
 from pydantic import SecretStr
 
@@ -13,7 +18,23 @@ from tests.support.dash import PAGES, create_token_payload, dash_post, save_payl
 from tests.support.database import copy_database
 from tests.support.net import free_port
 from tests.support.records import batch
-from tests.support.server import serve
+from tests.support.server import PASSWORD, serve
+
+
+def _try(c: httpx.Client, name: str, password: str) -> httpx.Response:
+    """One login through the real form, as a new visitor (every client is 127.0.0.1)."""
+    c.cookies.clear()
+    c.get("/login")
+    form = {"csrf": c.cookies["tokenshape_login"], "username": name, "password": password}
+    return c.post("/login", data=form)
+
+
+def _legacy_scrypt(password: str) -> str:
+    """A hash in the format stored before Argon2id: `scrypt$N$r$p$salt$hash`."""
+    salt = secrets.token_bytes(16)
+    digest = hashlib.scrypt(password.encode(), salt=salt, n=2**15, r=8, p=1, maxmem=64 << 20)
+    b64 = base64.b64encode
+    return f"scrypt${2**15}$8$1${b64(salt).decode()}${b64(digest).decode()}"
 
 
 def test_an_admin_changes_profiles_and_tokens_only_with_the_csrf_token(secured):
@@ -85,6 +106,84 @@ def test_repeated_wrong_passwords_are_slowed_down(secured):
                 ).status_code
             )
         assert statuses[:5] == [401] * 5 and statuses[5] == 429
+
+
+def test_a_success_clears_only_its_own_accounts_failures(secured):
+    """4 wrong passwords for alice, then victor's right one, again and again: alice's
+    failures add up all the same (victor's success cleared them for the whole address)."""
+    secured.user("alice", "viewer")
+    secured.user("victor", "viewer")
+    with http.client(base_url=secured.url) as c:
+        statuses = []
+        for _ in range(2):
+            statuses += [_try(c, "alice", f"wrong {k}").status_code for k in range(4)]
+            assert _try(c, "victor", PASSWORD).status_code == 303
+        assert statuses[:5] == [401] * 5 and statuses[5:] == [429] * 3, statuses
+        refused = _try(c, "alice", PASSWORD)  # even the right password waits now
+        assert refused.status_code == 429 and "this user name" in refused.text
+        assert 1 <= int(refused.headers["Retry-After"]) <= 300
+        assert _try(c, "victor", PASSWORD).status_code == 303
+
+
+def test_a_user_logs_in_from_the_address_an_attacker_uses(secured):
+    """Behind one proxy everyone shares an address: 5 of an attacker's failures against one
+    account lock that account only; unknown names are throttled alike (nothing revealed)."""
+    with http.client(base_url=secured.url) as attacker, http.client(base_url=secured.url) as victor:
+        for name in ("ada", "nobody"):
+            answers = [_try(attacker, name, f"guess {k}") for k in range(6)]
+            assert [a.status_code for a in answers] == [401] * 5 + [429], name
+            assert "Wrong user name or password." in answers[0].text
+            assert "Retry-After" in answers[5].headers
+            assert _try(victor, "vic", PASSWORD).status_code == 303, name
+
+
+def test_a_spray_across_many_accounts_is_stopped_per_client(secured):
+    """Under each account's allowance, 20 failures from one address stop that address; an
+    X-Forwarded-For from a peer that is not a trusted proxy changes nothing."""
+    with http.client(base_url=secured.url) as c:
+        statuses = []
+        for k in range(20):
+            c.headers["X-Forwarded-For"] = f"198.51.100.{k}"
+            statuses.append(_try(c, f"user{k}", "wrong password").status_code)
+        assert statuses == [401] * 20
+        c.headers["X-Forwarded-For"] = "198.51.100.99"
+        refused = _try(c, "someone-new", "wrong password")
+        assert refused.status_code == 429 and "this address" in refused.text
+        assert 1 <= int(refused.headers["Retry-After"]) <= 300
+
+
+def test_a_trusted_proxys_clients_are_counted_apart(tmp_path, secured_template):
+    """Behind a trusted proxy each forwarded address has its own allowance; without one,
+    a forwarded address is not believed (every guess counts against the peer)."""
+    db = copy_database(secured_template, tmp_path / "p.duckdb")
+    settings = Settings(
+        db=db, port=free_port(), auth="on", trusted_proxies="127.0.0.1", _env_file=None
+    )
+    for live in serve(settings):
+        with http.client(base_url=live.url) as c:
+            sprayer = {"X-Forwarded-For": "203.0.113.9"}
+            for k in range(20):
+                c.headers.update(sprayer)
+                assert _try(c, f"user{k}", "wrong password").status_code == 401
+            assert _try(c, "someone-new", "wrong password").status_code == 429
+            c.headers["X-Forwarded-For"] = "203.0.113.10"  # another user behind the proxy
+            assert _try(c, "vic", PASSWORD).status_code == 303
+
+
+def test_an_old_scrypt_hash_logs_in_and_becomes_argon2id(secured):
+    secured.user("olga", "viewer")
+    old = _legacy_scrypt("old scrypt password")
+    secured.db.cursor().execute("UPDATE users SET password_hash = ? WHERE name = 'olga'", [old])
+    with http.client(base_url=secured.url) as c:
+        assert _try(c, "olga", "not the password").status_code == 401
+        assert secured.scalar("SELECT password_hash FROM users WHERE name = 'olga'") == old
+        assert _try(c, "olga", "old scrypt password").status_code == 303
+    stored = secured.scalar("SELECT password_hash FROM users WHERE name = 'olga'")
+    assert stored.startswith("$argon2id$v=19$m=19456,t=2,p=1$"), stored
+    with http.client(base_url=secured.url) as c:
+        assert _try(c, "olga", "not the password").status_code == 401
+        assert _try(c, "olga", "old scrypt password").status_code == 303
+    assert secured.scalar("SELECT password_hash FROM users WHERE name = 'olga'") == stored
 
 
 def test_open_mode_says_so_on_every_page(live):

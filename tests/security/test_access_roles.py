@@ -1,6 +1,6 @@
 """Who may read and change what, over real HTTP, on one server with logins on that the module
 shares: routes, roles, callbacks, tokens, cookies. Its tests only log in successfully (failed
-logins are throttled per client) and change no state another of them reads."""
+logins are throttled per account and per client) and change no state another of them reads."""
 
 from __future__ import annotations
 
@@ -10,12 +10,15 @@ import time
 import httpx
 import pytest
 
+from app.config import Settings
 from app.dashboard.pages.admin import ADMINS_ONLY
 from app.dashboard.pages.rightsizing import READ_ONLY
 from tests.support import http
 from tests.support.dash import PAGES, api_get_routes, create_token_payload, dash_post, save_payload
+from tests.support.database import copy_database
+from tests.support.net import free_port
 from tests.support.records import batch
-from tests.support.server import LiveServer
+from tests.support.server import LiveServer, serve
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +88,27 @@ def test_every_api_route_needs_a_read_token_or_a_login(secured):
         assert viewer.get("/api/quantiles").status_code == 200
 
 
+def test_a_token_of_the_wrong_scope_is_told_what_the_route_needs(secured):
+    tokens = {scope: secured.token(scope) for scope in ("ingest", "read")}
+    cases = [
+        ("ingest", "GET", "/api/tokens", "admin"),
+        ("ingest", "POST", "/api/admin/backup", "admin"),
+        ("ingest", "DELETE", "/api/engines/e1", "admin"),
+        ("read", "GET", "/api/users", "admin"),
+        ("read", "PUT", "/api/engines/e1", "admin"),
+        ("ingest", "GET", "/api/quantiles", "read"),
+        ("ingest", "GET", "/metrics", "read"),
+        ("read", "POST", "/v1/requests", "ingest"),
+    ]
+    for held, method, path, needed in cases:
+        with secured.client(tokens[held]) as c:
+            answer = c.request(method, path, json={"model": "m", "gpu": "H100"})
+        article = "an" if needed != "read" else "a"
+        expected = f"this route needs {article} {needed} token; yours has scope {held}"
+        assert answer.status_code == 403, (held, method, path, answer.text)
+        assert answer.json()["detail"].startswith(expected), (held, method, path, answer.text)
+
+
 def test_a_viewer_is_refused_every_admin_action(secured):
     read = secured.token("read")
     admin_calls = [
@@ -123,8 +147,18 @@ def test_a_viewer_is_refused_every_admin_action(secured):
     assert secured.scalar("SELECT count(*) FROM tokens WHERE gateway = 'sneaky'") == 0
 
 
-def test_cookies_are_secure_behind_https_and_redirects_stay_on_site(secured):
-    with http.client(base_url=secured.url, headers={"X-Forwarded-Proto": "https"}) as c:
+@pytest.fixture
+def behind_proxy(tmp_path, secured_template):
+    """`secured` behind a proxy on this machine: X-Forwarded-Proto counts only from one."""
+    db = copy_database(secured_template, tmp_path / "p.duckdb")
+    settings = Settings(
+        db=db, port=free_port(), auth="on", trusted_proxies="127.0.0.1", _env_file=None
+    )
+    yield from serve(settings, wait=False)
+
+
+def test_cookies_are_secure_behind_https_and_redirects_stay_on_site(behind_proxy):
+    with http.client(base_url=behind_proxy.url, headers={"X-Forwarded-Proto": "https"}) as c:
         page = c.get("/login")
         # The cookie is Secure, so httpx keeps it from this plain-HTTP hop: send it by hand.
         nonce = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)

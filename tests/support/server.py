@@ -15,6 +15,8 @@ import uvicorn
 
 from app.config import Settings
 from app.main import create_app
+from app.server.http_guard import guarded_protocol
+from app.server.proxies import proxy_options
 from app.storage import tokens, users
 from app.storage.database import Database
 from tests.support import http
@@ -116,8 +118,15 @@ def serve(settings: Settings, *, wait: bool = True, **app_kwargs) -> Iterator[Li
     itself keeps the default."""
     db = Database(settings.db)
     app = create_app(settings, db=db, **app_kwargs)
+    # As `tokenshape serve` runs it: the guarded protocol and proxies trusted only as set.
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=settings.port, log_level="warning", lifespan="on"
+        app,
+        host="127.0.0.1",
+        port=settings.port,
+        log_level="warning",
+        lifespan="on",
+        http=guarded_protocol(settings.header_timeout_s),
+        **proxy_options(settings),
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

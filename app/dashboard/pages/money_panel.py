@@ -10,6 +10,7 @@ from dash import html
 from dash.development.base_component import Component
 
 from app.services.economics import EngineMoney, engine_money
+from app.services.profiles import sizing_failure
 from app.sizing.slo import Fleet, money
 from app.storage.database import Database
 
@@ -139,6 +140,6 @@ def for_engine(
     """The money view of an engine (its seasonal plans computed, or cached a few minutes)."""
     try:
         m = engine_money(db, engine, now=now, tz=tz, fleet=fleet, weeks=weeks)
-    except (LookupError, ValueError) as exc:
-        return [html.P(f"No plans in money: {exc}", className="muted")]
+    except Exception as exc:  # the engine's own error, never a blank page
+        return [html.P(f"No plans in money: {sizing_failure(engine, exc)}", className="muted")]
     return view(m, tz, weeks)

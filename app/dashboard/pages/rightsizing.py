@@ -114,13 +114,13 @@ def _form(engines: list[str], engine: str | None, window: str, coverage: str) ->
 
 
 def _stored_row(name: str, stored: dict, cells: list) -> html.Tr:
-    gpus = stored.get("tensor_parallel", 1) * stored.get("pipeline_parallel", 1)
+    model, gpus = profile_store.stored_build(stored)
     keep = {"whiteSpace": "nowrap"}
     return html.Tr(
         [
             html.Td(dcc.Link(name, href="/rightsizing?" + urlencode({"engine": name})), style=keep),
-            html.Td(stored.get("model", ""), style=keep),
-            html.Td(f"{gpus}× {stored.get('gpu', '')}", style=keep),
+            html.Td(model, style=keep),
+            html.Td(gpus, style=keep),
             *cells,
         ]
     )
@@ -209,8 +209,8 @@ def fleet_rows(db: Database, query: dict, now: datetime, tz: str, fleet: Fleet) 
             verdict, status, replicas = r.verdict, r.status, r.replicas
         except NoProfile as exc:  # a stored profile that is no longer valid
             verdict, status = str(exc), "invalid"
-        except ValueError as exc:  # one engine's failure must not blank the fleet
-            verdict, status = f"No recommendation: {exc}", "error"
+        except Exception as exc:  # one engine's failure must not blank the fleet
+            verdict, status = profile_store.sizing_failure(name, exc), "error"
         cells = [
             html.Td(status),
             _replicas_cell(replicas),
@@ -634,6 +634,34 @@ def layout_for(
         )
         parts.append(_editor(engine, stored, editable, fleet))
         return html.Div(parts)
+    try:
+        parts += _engine_parts(db, engine, profile, stored, start, end, coverage, now, tz, fleet)
+    except Exception as exc:  # its own error, and the editor to fix it with
+        parts.append(
+            html.Div(
+                profile_store.sizing_failure(engine, exc),
+                className="verdict does-not-fit",
+                id=ids.RIGHTSIZING_VERDICT,
+            )
+        )
+    parts.append(_editor(engine, profile.model_dump(), editable, fleet))
+    return html.Div(parts)
+
+
+def _engine_parts(
+    db: Database,
+    engine: str,
+    profile: EngineProfile,
+    stored: dict,
+    start: datetime,
+    end: datetime,
+    coverage: str,
+    now: datetime,
+    tz: str,
+    fleet: Fleet,
+) -> list:
+    """An engine's verdict, replicas, bounds, memory, heat map, commands, drift."""
+    parts: list = []
     r = recommend(
         db,
         engine,
@@ -695,8 +723,7 @@ def layout_for(
     parts.append(
         drift_panel(engine_drift(db, engine, stored, now), title="Drift of the last 7 days")
     )
-    parts.append(_editor(engine, profile.model_dump(), editable, fleet))
-    return html.Div(parts)
+    return parts
 
 
 def save_profile(db: Database, engine: str, values: dict, now: datetime) -> str | None:

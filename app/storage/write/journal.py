@@ -4,6 +4,13 @@ A DuckDB commit of a few thousand rows costs ~4 us per row (WAL serialisation), 
 of 100k+ rows ~1.4 us, an fsynced Arrow append ~0.3 us. So the writer acknowledges after the
 journal append and a mover thread inserts the journal into DuckDB in large transactions,
 deleting each segment only after its rows are committed there.
+
+Segments hold what clients sent (and the directory sits beside the database), so the directory
+is 0700 and each segment 0600. A new segment's name is made durable (fsync_dir) before its
+first rows are acknowledged: an fsynced file whose directory entry was lost in a power cut is
+lost with it. Deletions need no directory fsync: a segment that comes back after a crash is
+read again at the next start, and its rows that are stored already are skipped (the recovery
+inserts only keys not in the table), so it costs a re-read, never a duplicate or a loss.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from app.storage.files import PRIVATE_FILE, fsync_dir, private_dir, tighten_and_log
+
 BUFFER_BYTES = 4 * 1024 * 1024  # a flush of several thousand rows fits
 
 
@@ -21,8 +30,7 @@ class Journal:
     """Numbered append-only segment files in one directory."""
 
     def __init__(self, directory: Path, schema: pa.Schema):
-        self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory = private_dir(Path(directory))
         self.schema = schema
         self._raw = None  # the segment's file; _file buffers it
         self._file = None
@@ -31,6 +39,7 @@ class Journal:
         self._good = 0  # bytes of the open segment that hold complete, fsynced batches
         self._closed: list[Path] = []  # closed segments not yet handed to rotate()'s caller
         existing = self.segments()
+        tighten_and_log([self.directory, *existing])  # made before files were kept private
         self._next = int(existing[-1].stem.split("-")[1]) + 1 if existing else 1
 
     def segments(self) -> list[Path]:
@@ -44,11 +53,14 @@ class Journal:
         propagates; the segment is cut back to its last complete batch and closed, so the
         next append starts a new segment instead of writing after torn bytes, which a reader
         would take for the end of the segment and so lose every batch written after them."""
+        new = self._writer is None
         try:
             if self._writer is None:
                 self._path = self.directory / f"segment-{self._next:09d}.arrow"
                 self._next += 1
                 self._good = 0
+                # Created 0600 here; Arrow's "wb" below truncates it and keeps the mode.
+                os.close(os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
                 # Arrow's own file, not a Python one: the IPC writer then never calls back
                 # into Python (each call a GIL hand-off with the busy event loop). Buffered,
                 # so a flush's many column buffers reach the file in one write, not one
@@ -61,6 +73,8 @@ class Journal:
             self._writer.write_table(rows if rows.schema == self.schema else rows.cast(self.schema))
             self._file.flush()
             os.fsync(self._raw.fileno())
+            if new:  # the segment's name too, before its first rows are acknowledged
+                fsync_dir(self.directory)
         except BaseException:
             self._cut()
             raise

@@ -1,0 +1,136 @@
+"""One broken engine never breaks the others (issue 22): profiles stored before a bound existed
+(written here straight into the database, past validation) show as error rows on the
+Rightsizing page's fleet table, in GET /api/money and the Overview's money, on the Reports
+page and in the weekly email, while every good engine is computed and shown."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from app.dashboard import ids
+from app.reports.build import report_for
+from app.reports.render import render
+from app.services import overview
+from app.services.demo import DEMO_PROFILES
+from app.sizing.slo import Fleet
+from app.storage.engines import put_profile
+from tests.support.database import copy_database
+from tests.support.server import LiveServer, serve, server_settings
+
+GOOD = ("code-7b", "guard-8b")
+# 1e308 GiB per GPU (accepted before the bounds; an OverflowError deep in the estimate), and a
+# tensor_parallel no code can multiply (a TypeError in the tables that counted GPUs from it).
+POISON = {"chat-8b": {"gpu_memory_gib": 1e308}, "llm-70b": {"tensor_parallel": {"x": 1}}}
+
+
+@pytest.fixture(scope="module")
+def broken_live(tmp_path_factory, demo_template) -> Iterator[LiveServer]:
+    """The app over two weeks of demo traffic, two of its four engines' profiles poisoned."""
+    template = demo_template(requests=5000, days=14)
+    db = copy_database(template, tmp_path_factory.mktemp("isolation") / "t.duckdb")
+    for live in serve(server_settings(db), wait=False):
+        now = datetime(2026, 11, 20, tzinfo=UTC)
+        for engine, poison in POISON.items():
+            put_profile(live.db.cursor(), engine, DEMO_PROFILES[engine] | poison, now)
+        yield live
+
+
+def _layout(client, path: str, search: str = "") -> str:
+    """The page's layout as JSON text, from Dash's routing callback."""
+    payload = {
+        "output": ".._pages_content.children..._pages_store.data..",
+        "outputs": [
+            {"id": "_pages_content", "property": "children"},
+            {"id": "_pages_store", "property": "data"},
+        ],
+        "inputs": [
+            {"id": "_pages_location", "property": "pathname", "value": path},
+            {"id": "_pages_location", "property": "search", "value": search},
+        ],
+        "changedPropIds": ["_pages_location.pathname"],
+        "state": [],
+    }
+    answer = client.post("/_dash-update-component", json=payload, timeout=300)
+    assert answer.status_code == 200, answer.text
+    return json.dumps(answer.json()["response"]["_pages_content"]["children"], ensure_ascii=False)
+
+
+def _callback(client, output: str, store: str, data: dict) -> str:
+    payload = {
+        "output": f"{output}.children",
+        "outputs": {"id": output, "property": "children"},
+        "inputs": [{"id": store, "property": "data", "value": data}],
+        "changedPropIds": [f"{store}.data"],
+        "state": [],
+    }
+    answer = client.post("/_dash-update-component", json=payload, timeout=300)
+    assert answer.status_code == 200, answer.text
+    return json.dumps(answer.json()["response"][output]["children"], ensure_ascii=False)
+
+
+def test_money_has_an_error_row_for_each_broken_engine_and_totals_the_good(broken_live):
+    with broken_live.client() as c:
+        answer = c.get("/api/money")
+    assert answer.status_code == 200, answer.text
+    m = answer.json()
+    rows = {e["engine"]: e for e in m["engines"]}
+    assert set(rows) == set(DEMO_PROFILES)
+    assert "gpu_memory_gib" in rows["chat-8b"]["error"] and "4096" in rows["chat-8b"]["error"]
+    assert "save it again" in rows["chat-8b"]["error"]
+    assert "tensor_parallel" in rows["llm-70b"]["error"]
+    for bad in POISON:
+        assert rows[bad]["plans"] == [] and rows[bad]["best"] is None
+    for good in GOOD:
+        assert rows[good]["error"] is None and rows[good]["best"]["gpu_hours_month"] > 0
+    # The fleet's totals are the good engines' alone.
+    assert m["best_month"] == pytest.approx(
+        sum(rows[g]["best"]["cost_month"] for g in GOOD), abs=0.05
+    )
+    # The Overview's money chart draws the good engines and names the broken ones.
+    fleet = Fleet.of(broken_live.app.state.runtime.settings)
+    o = overview.money(broken_live.db, now=datetime.now(UTC), tz="UTC", fleet=fleet)
+    assert sorted(o.frame["engine"]) == sorted(GOOD)
+    assert {line.split(":")[0] for line in o.left_out} == set(POISON)
+
+
+def test_the_fleet_table_shows_error_rows_and_the_good_engines(broken_live):
+    with broken_live.client() as c:
+        listed = _layout(c, "/rightsizing", "?window=30d")
+        filled = _callback(c, ids.RIGHTSIZING_FLEET, ids.RIGHTSIZING_FLEET_QUERY, {"window": "30d"})
+        page = c.get("/api/engines/chat-8b/recommendation")
+        own = {e: _layout(c, "/rightsizing", f"?engine={e}") for e in POISON}
+        good = _layout(c, "/rightsizing", "?engine=code-7b&window=30d")
+    assert "could not be built" not in listed and all(e in listed for e in DEMO_PROFILES)
+    for engine, shown in own.items():  # its own error, and the editor to fix it with
+        assert "save it again" in shown and ids.RIGHTSIZING_EDITOR in shown, engine
+    assert "could not be" not in good and ids.RIGHTSIZING_BOUNDS in good
+    for engine in DEMO_PROFILES:
+        assert engine in filled
+    assert "gpu_memory_gib" in filled and "tensor_parallel" in filled
+    assert "save it again" in filled and "?× H100" in filled  # its GPUs cannot be counted
+    assert "$" in filled and "a month now" in filled  # the good engines' money, the total
+    assert page.status_code == 404 and "save it again" in page.json()["detail"]
+
+
+def test_the_reports_page_and_the_email_report_the_good_engines(broken_live):
+    settings = broken_live.app.state.runtime.settings
+    report = report_for(broken_live.db, settings, "2026-W47")
+    sections = {s.name: s for s in report.engines}
+    assert set(sections) == set(DEMO_PROFILES)
+    for bad in POISON:
+        assert sections[bad].problem and "save it again" in sections[bad].problem
+    for good in GOOD:
+        assert sections[good].problem is None and sections[good].money.best is not None
+    assert "2 could not be sized" in report.subject
+    html, text = render(report)
+    assert "gpu_memory_gib" in text and "Money: " in text
+    assert text.count("Money: ") == len(GOOD)
+    assert "gpu_memory_gib" in html
+    with broken_live.client() as c:
+        shown = _layout(c, "/reports", "?week=2026-W47")
+    assert "could not be built" not in shown
+    assert "2 could not be sized" in shown and "gpu_memory_gib" in shown
