@@ -154,7 +154,10 @@ def get_recommendation(
         )
     except ValueError as exc:  # e.g. a granularity too coarse for the model's context
         raise HTTPException(422, detail=f"invalid parameters: {exc}") from None
-    except Exception as exc:  # the stored profile cannot be sized: say so, not a bare 500
+    except Exception as exc:
+        if not profiles.profile_caused(exc):
+            raise  # not the profile's fault: a 500 from the error handler, traceback logged
+        # The stored profile cannot be sized: say so, and how to fix it.
         raise HTTPException(422, detail=profiles.sizing_failure(name, exc)) from None
     return recommendation_dict(r)
 
@@ -202,7 +205,10 @@ def get_seasonal(
         out["money"] = money_dict(
             engine_money(db, name, now=now, tz=settings.tz, fleet=fleet, weeks=weeks, report=report)
         )
-    except Exception as exc:  # the stored profile cannot be sized: say so, not a bare 500
+    except Exception as exc:
+        if not profiles.profile_caused(exc):
+            raise  # not the profile's fault: a 500 from the error handler, traceback logged
+        # The stored profile cannot be sized: say so, and how to fix it.
         raise HTTPException(422, detail=profiles.sizing_failure(name, exc)) from None
     try:
         out["deploy"] = deploy_documents(report, profile, namespace=namespace)

@@ -100,19 +100,20 @@ async def login(request: Request) -> Response:
         )
     # The real client: uvicorn rewrites it from X-Forwarded-For only for trusted proxies.
     client = client_key(request.client.host if request.client else None)
+    account = users.login_key(name)
+    # A browser this user logged in from before: its tries count apart from the account's,
+    # so failures sent from elsewhere cannot lock the user out of it.
+    device = cookies.device_of(
+        state.signing_key, request.cookies.get(cookies.DEVICE_COOKIE), account
+    )
     # Reserved before the check: parallel guesses must not all slip past the throttle while
     # their hashes are computed. Unknown names count the same, so a 429 tells nothing.
-    attempt = state.throttle.begin(users.login_key(name), client)
+    attempt = state.throttle.begin(account, client, device)
     if attempt.wait:
-        wait = state.throttle.retry_after(attempt)
         response: Response = _page(
-            request,
-            429,
-            message=f"Too many failed logins for {attempt.reason}: wait {wait} s and try again.",
-            username=name,
-            next=target,
+            request, 429, message=attempt.message, username=name, next=target
         )
-        response.headers["Retry-After"] = str(wait)
+        response.headers["Retry-After"] = str(state.throttle.retry_after(attempt))
         return response
     password = form.get("password", "")
     user: users.UserInfo | None = None
@@ -146,6 +147,12 @@ async def login(request: Request) -> Response:
     csrf = cookies.csrf_for(state.signing_key, session_id)
     _cookie(response, cookies.CSRF_COOKIE, csrf, max_age, secure, readable=True)
     response.delete_cookie(cookies.LOGIN_COOKIE, secure=secure, httponly=True, samesite="lax")
+    # Kept across logouts on purpose: it is what lets this browser in while the account is
+    # locked by others' failures (OWASP's device cookies).
+    device_value = cookies.device_cookie(
+        state.signing_key, user.name, device or secrets.token_urlsafe(16)
+    )
+    _cookie(response, cookies.DEVICE_COOKIE, device_value, cookies.DEVICE_COOKIE_MAX_AGE, secure)
     return response
 
 

@@ -3,7 +3,9 @@
 Both wrap the whole app, outside Starlette's server-error layer, so its 500s, the auth gate's
 refusals and redirects, the login page, Dash's pages, callbacks and static bundles, the API and
 the ingest lane all get the headers. The ingest routes are left out of compression: their
-answers are tiny and their path is the one that must stay fast.
+answers are tiny and their path is the one that must stay fast. So are the login and logout
+pages: they reflect what the request sent (`next`, the user name) next to a secret (the CSRF
+nonce), which compression would let an observer of the answers' sizes guess (BREACH).
 """
 
 from __future__ import annotations
@@ -35,22 +37,25 @@ GZIP_LEVEL = 6
 # default moves only chunks of 128 KiB or more off the event loop, where ingest runs).
 GZIP_THREAD_MINIMUM_BYTES = 32 * 1024
 UNCOMPRESSED_PREFIXES = ("/v1/",)
+# Pages that reflect the request next to a secret (see the module doc): never compressed.
+UNCOMPRESSED_PATHS = frozenset({"/login", "/logout"})
 
 
 class SecurityHeaders:
     """Pure ASGI middleware: adds the security headers (and HSTS over HTTPS) to every answer."""
 
-    def __init__(self, app: ASGIApp, *, always_hsts: bool = False):
+    def __init__(self, app: ASGIApp):
         self.app = app
-        self.always_hsts = always_hsts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        # The scheme as uvicorn saw it: a trusted proxy's X-Forwarded-Proto included.
+        # The scheme as uvicorn saw it: a trusted proxy's X-Forwarded-Proto included. Never
+        # over plain http, whatever the public URL says (RFC 6797 section 7.2: a host MUST NOT
+        # send it over non-secure transport).
         extra = SECURITY_HEADERS
-        if self.always_hsts or scope.get("scheme") == "https":
+        if scope.get("scheme") == "https":
             extra = (*SECURITY_HEADERS, (b"strict-transport-security", HSTS))
 
         async def send_with_headers(message: Message) -> None:
@@ -66,7 +71,8 @@ class SecurityHeaders:
 
 
 class Compression:
-    """Starlette's GZip for answers to clients that accept it, except on the ingest routes."""
+    """Starlette's GZip for answers to clients that accept it, except on the ingest routes and
+    the login and logout pages."""
 
     def __init__(self, app: ASGIApp):
         self.app = app
@@ -78,7 +84,11 @@ class Compression:
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].startswith(UNCOMPRESSED_PREFIXES):
+        if (
+            scope["type"] != "http"
+            or scope["path"].startswith(UNCOMPRESSED_PREFIXES)
+            or scope["path"].rstrip("/") in UNCOMPRESSED_PATHS
+        ):
             await self.app(scope, receive, send)
             return
         await self.gzip(scope, receive, send)
@@ -86,12 +96,12 @@ class Compression:
 
 def install(app: FastAPI, settings: Settings) -> None:
     """Wrap the app's whole middleware stack in the security headers and compression."""
-    always_hsts = settings.public_url.lower().startswith("https://")
+    del settings  # HSTS follows each request's scheme, not the configured public URL
     build: Callable[[], ASGIApp] = app.build_middleware_stack
 
     # Starlette puts its server-error layer outside every added middleware; wrapping what it
     # builds is the one way to put headers on its 500s too.
     def build_wrapped() -> ASGIApp:
-        return SecurityHeaders(Compression(build()), always_hsts=always_hsts)
+        return SecurityHeaders(Compression(build()))
 
     app.build_middleware_stack = build_wrapped  # type: ignore[method-assign]

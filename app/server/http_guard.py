@@ -77,6 +77,11 @@ def framing_problem(hosts: int, transfer_encodings: list[bytes]) -> tuple[bytes,
     ]
     if codings == ["chunked"]:
         return None
+    if not codings:  # only commas and blanks (`Transfer-Encoding: ,`): nothing to go on
+        return (
+            b"400 Bad Request",
+            "Transfer-Encoding is empty: send chunked, or use Content-Length",
+        )
     others = [c for c in codings if c != "chunked"] or codings
     named = ", ".join(others)
     if set(others) <= _CONTENT_CODINGS:

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from app.services.perfmodel import PerfModelError
 from app.sizing.logparse import parse_log_facts, parse_startup_log
 from app.sizing.profile import EngineProfile
 from app.storage import engines
@@ -68,7 +69,13 @@ def check_name(engine: str) -> None:
     if any(ord(c) < 32 or ord(c) == 127 for c in engine):
         raise ValueError("engine name: holds a control character (e.g. NUL or a newline)")
     if "/" in engine:
-        raise ValueError("engine name: holds '/'; use letters, digits, '.', '-', '_' or ':'")
+        # Ingest takes such names (a LiteLLM api_base without a scheme gives `host:8000/v1`),
+        # but they would read as paths in the page's and the API's URLs.
+        raise ValueError(
+            f"engine name {engine[:MAX_NAME]!r} holds '/': a profile cannot be saved for it; "
+            "rename the engine where its requests are sent (for LiteLLM, give api_base a "
+            "scheme: http://host:port/v1)"
+        )
     if engine in (".", ".."):
         raise ValueError(f"engine name: {engine!r} is not a name (dots inside a name are fine)")
 
@@ -76,30 +83,62 @@ def check_name(engine: str) -> None:
 # Engines whose failure was logged: each (engine, error) once, not once per page view.
 _logged: set[tuple[str, str]] = set()
 _logged_lock = threading.Lock()
+# Failures that come from what a profile holds: its owner can fix them by editing it.
+_PROFILE_ERRORS = (NoProfile, ArithmeticError, ValidationError, PerfModelError)
+
+
+def profile_caused(exc: BaseException) -> bool:
+    """Whether sizing failed because of the engine's profile: no (valid) profile, numbers
+    the arithmetic cannot take, the performance model refusing it, or a TypeError/ValueError
+    raised inside app/sizing (pure code whose only inputs are the profile and the traffic).
+    Anything else (a database error, a bug elsewhere) is not the profile owner's to fix."""
+    if isinstance(exc, _PROFILE_ERRORS):
+        return True
+    return isinstance(exc, (TypeError, ValueError)) and _raised_in_sizing(exc)
+
+
+def _raised_in_sizing(exc: BaseException) -> bool:
+    """Whether the traceback, from where it was caught down to the raise, runs through
+    app/sizing."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if str(tb.tb_frame.f_globals.get("__name__", "")).startswith("app.sizing."):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _first_time(key: tuple[str, str]) -> bool:
+    with _logged_lock:
+        if key in _logged:
+            return False
+        if len(_logged) > 1000:  # bounded: a churning fleet must not grow it forever
+            _logged.clear()
+        _logged.add(key)
+        return True
 
 
 def sizing_failure(engine: str, exc: BaseException) -> str:
     """What an engine's error row says when sizing it raised; logged once per engine and error.
 
     One engine's bad profile (or a failure of the performance model on it) must never break
-    the page, the fleet table or the email for the others: callers show this instead."""
+    the page, the fleet table or the email for the others: callers show this instead. Only a
+    failure the profile caused (profile_caused) says "fix its profile"; any other is said
+    neutrally and logged with its traceback, once per engine and kind of error."""
+    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if not profile_caused(exc):
+        if _first_time((engine, type(exc).__name__)):
+            log.warning("engine %r could not be computed: %s", engine, detail, exc_info=exc)
+        return f"{engine}: could not be computed ({detail[:300]}); see the server log"
     if isinstance(exc, NoProfile):
         # Already says which engine, which field and "save it again".
         detail = message = str(exc)
     else:
-        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         message = (
             f"{engine}: could not be sized ({detail[:300]}); fix its profile on the "
             "Rightsizing page"
         )
-    key = (engine, detail)
-    with _logged_lock:
-        first = key not in _logged
-        if first:
-            if len(_logged) > 1000:  # bounded: a churning fleet must not grow it forever
-                _logged.clear()
-            _logged.add(key)
-    if first:  # once, not a traceback per page view
+    if _first_time((engine, detail)):  # once, not a traceback per page view
         log.warning("engine %r could not be sized: %s", engine, detail)
     return message
 

@@ -4,9 +4,10 @@ replaced at the user's next login."""
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import hmac
+import secrets
+from dataclasses import dataclass
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -43,13 +44,40 @@ def hash_password(password: str) -> str:
     return _HASHER.hash(password)
 
 
-@functools.cache
-def _dummy_hash() -> str:
-    """A hash to check against when there is no user, so timing does not tell."""
-    return _HASHER.hash("no such user: the work is done anyway")
+ARGON2, SCRYPT = "argon2id", "scrypt"  # the kinds of work a check does
+LEGACY_PREFIX = "scrypt$"
+# The one scrypt setting hashes were written with before Argon2id: N=2^15, r=8, p=1.
+_LEGACY_N, _LEGACY_R, _LEGACY_P = 2**15, 8, 1
 
 
-def _verify_scrypt(password: str, stored: str) -> bool:
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode().rstrip("=")
+
+
+# Hashes no password matches (random salt and digest), checked when the real work cannot be
+# done (no such user, a damaged hash) or to match the other kind's cost. Built at import
+# without computing anything: what costs a login's time is checking them, not making them.
+_DUMMY_ARGON2 = (
+    f"$argon2id$v=19$m={ARGON2_MEMORY_KIB},t={ARGON2_TIME_COST},p={ARGON2_PARALLELISM}"
+    f"${_b64(secrets.token_bytes(16))}${_b64(secrets.token_bytes(32))}"
+)
+_DUMMY_SCRYPT = (
+    f"{LEGACY_PREFIX}{_LEGACY_N}${_LEGACY_R}${_LEGACY_P}"
+    f"${base64.b64encode(secrets.token_bytes(16)).decode()}"
+    f"${base64.b64encode(secrets.token_bytes(64)).decode()}"
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    """A password check's verdict, and the kinds of hash work it did, in order (what an
+    observer's clock sees is the work, not the verdict)."""
+
+    matched: bool
+    work: tuple[str, ...]
+
+
+def _verify_scrypt(password: str, stored: str, work: list[str]) -> bool:
     """The pre-Argon2 format, `scrypt$N$r$p$salt$hash` (salt and hash base64)."""
     try:
         _, n, r, p, salt, digest = stored.split("$")
@@ -57,6 +85,8 @@ def _verify_scrypt(password: str, stored: str) -> bool:
         salt_bytes, expected = base64.b64decode(salt), base64.b64decode(digest)
         if not (1 < params[0] <= _SCRYPT_MAX_N and 0 < params[1] <= 32 and 0 < params[2] <= 4):
             raise ValueError("scrypt parameters out of range")
+        if not expected:
+            raise ValueError("no digest")
         got = hashlib.scrypt(
             password.encode(),
             salt=salt_bytes,
@@ -67,30 +97,52 @@ def _verify_scrypt(password: str, stored: str) -> bool:
             dklen=len(expected),
         )
     except ValueError:
-        _verify_argon2(password, _dummy_hash())
+        # Damaged (or asking for more memory than allowed): the same kind of work anyway,
+        # so timing does not tell.
+        if stored != _DUMMY_SCRYPT:
+            _verify_scrypt(password, _DUMMY_SCRYPT, work)
         return False
+    work.append(SCRYPT)
     return hmac.compare_digest(got, expected)
 
 
-def _verify_argon2(password: str, stored: str) -> bool:
+def _verify_argon2(password: str, stored: str, work: list[str]) -> bool:
     try:
-        return _HASHER.verify(stored, password)
-    except VerificationError:
-        return False
-
-
-def verify_password(password: str, stored: str | None) -> bool:
-    """True if `password` matches `stored` (Argon2id, or a legacy scrypt hash); spends the
-    same work when there is no user or the hash is damaged."""
-    stored = stored or ""
-    if stored.startswith("scrypt$"):
-        return _verify_scrypt(password, stored)
-    try:
-        return _verify_argon2(password, stored)
+        matched: bool = _HASHER.verify(stored, password)
     except InvalidHashError:
         # Unknown user or a damaged hash: do the work anyway, so timing does not tell.
-        _verify_argon2(password, _dummy_hash())
+        if stored != _DUMMY_ARGON2:
+            _verify_argon2(password, _DUMMY_ARGON2, work)
         return False
+    except VerificationError:
+        matched = False
+    work.append(ARGON2)
+    return matched
+
+
+def check_password(password: str, stored: str | None, legacy_remain: bool = False) -> Check:
+    """Check `password` against `stored` (Argon2id, or a legacy scrypt hash; None when there
+    is no such user), doing the same kinds of work whatever `stored` is: Argon2id and, while
+    any legacy scrypt hash remains in the users table (`legacy_remain`), scrypt too — the
+    one for real, the other on a dummy. Otherwise a legacy user's slower check (scrypt,
+    ~130 ms, against Argon2id's ~30 ms) would tell an observer which names exist."""
+    stored = stored or ""
+    work: list[str] = []
+    legacy = stored.startswith(LEGACY_PREFIX)
+    matched = (
+        _verify_scrypt(password, stored, work) if legacy else _verify_argon2(password, stored, work)
+    )
+    if legacy_remain or legacy:
+        if SCRYPT not in work:
+            _verify_scrypt(password, _DUMMY_SCRYPT, work)
+        if ARGON2 not in work:
+            _verify_argon2(password, _DUMMY_ARGON2, work)
+    return Check(matched, tuple(work))
+
+
+def verify_password(password: str, stored: str | None, legacy_remain: bool = False) -> bool:
+    """True if `password` matches `stored` (see check_password: the same work whatever it is)."""
+    return check_password(password, stored, legacy_remain).matched
 
 
 def needs_rehash(stored: str) -> bool:

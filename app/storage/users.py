@@ -3,14 +3,23 @@ scrypt hashes are replaced at the next login)."""
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from datetime import datetime
 
 import duckdb
 
-from app.storage.passwords import check_strength, hash_password, needs_rehash, verify_password
+from app.storage.passwords import (
+    LEGACY_PREFIX,
+    check_strength,
+    hash_password,
+    needs_rehash,
+    verify_password,
+)
 from app.storage.rows import first_row
+
+log = logging.getLogger(__name__)
 
 ROLES = ("viewer", "admin")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
@@ -79,17 +88,50 @@ def authenticate(con: duckdb.DuckDBPyConnection, name: str, password: str) -> Us
     """The user if the password matches (and records the login), else None."""
     row = first_row(con, "SELECT password_hash FROM users WHERE name = ?", [name])
     stored = row[0] if row else None
-    if not verify_password(password, stored):
+    if not verify_password(password, stored, legacy_remain=legacy_remain(con)):
         return None
+    _record_login(con, name, password, stored)
+    return get(con, name)
+
+
+def legacy_remain(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether any user still has a legacy scrypt hash: then every login check, a name's or
+    not, does scrypt's work too (see passwords.check_password). Counted at each login, not
+    cached: a count over a table of people costs less than a cache that could go stale."""
+    row = first_row(
+        con, "SELECT count(*) FROM users WHERE starts_with(password_hash, ?)", [LEGACY_PREFIX]
+    )
+    return bool(row and row[0])
+
+
+def _record_login(
+    con: duckdb.DuckDBPyConnection, name: str, password: str, stored: str | None
+) -> None:
+    """Best-effort bookkeeping after a verified password: the rehash and last_login_at.
+
+    Two logins of one user at once update the same row, and DuckDB refuses the second
+    writer ("Conflict on update!"); the password was right all the same, so that login must
+    neither fail nor count as a failure. The rehash's compare-and-swap still guards against
+    a password changed meanwhile; a skipped rehash happens at the next login."""
     if stored and needs_rehash(stored):
         # An older hash (scrypt, or weaker Argon2 parameters) is replaced now that the
         # password is at hand; only if it is still the one checked (no change meanwhile).
-        con.execute(
+        _best_effort(
+            con,
             "UPDATE users SET password_hash = ? WHERE name = ? AND password_hash = ?",
             [hash_password(password), name, stored],
+            "rehash",
         )
-    con.execute("UPDATE users SET last_login_at = now() WHERE name = ?", [name])
-    return get(con, name)
+    _best_effort(
+        con, "UPDATE users SET last_login_at = now() WHERE name = ?", [name], "last_login_at"
+    )
+
+
+def _best_effort(con: duckdb.DuckDBPyConnection, sql: str, values: list, what: str) -> None:
+    try:
+        con.execute(sql, values)
+    except duckdb.TransactionException as exc:
+        log.info("login bookkeeping (%s) skipped, a concurrent write won: %s", what, exc)
 
 
 def set_password(con: duckdb.DuckDBPyConnection, name: str, password: str) -> bool:

@@ -134,3 +134,33 @@ def test_the_reports_page_and_the_email_report_the_good_engines(broken_live):
         shown = _layout(c, "/reports", "?week=2026-W47")
     assert "could not be built" not in shown
     assert "2 could not be sized" in shown and "gpu_memory_gib" in shown
+
+
+def test_a_failure_that_is_not_the_profiles_says_so_and_is_a_500(tmp_path, demo_template, caplog):
+    """A database error (here: the requests table gone under the running server) is not the
+    profile's to fix: the money row and the page say "could not be computed … see the server
+    log" (no "fix its profile"), the engine's API answer is the error handler's 500 (not a
+    422), and the log has the traceback, once per engine and kind of error."""
+    db = copy_database(demo_template(requests=5000, days=14), tmp_path / "gone.duckdb")
+    for live in serve(server_settings(db), wait=False):
+        live.db.cursor().execute("ALTER TABLE requests RENAME TO requests_elsewhere")
+        with live.client() as c:  # the server closes a connection whose request raised
+            api = c.get("/api/engines/chat-8b/recommendation")
+        with caplog.at_level("WARNING", logger="tokenshape.profiles"), live.client() as c:
+            money = c.get("/api/money")
+            again = c.get("/api/money")
+            shown = _callback(
+                c, ids.RIGHTSIZING_FLEET, ids.RIGHTSIZING_FLEET_QUERY, {"window": "30d"}
+            )
+    assert api.status_code == 500, api.text
+    assert "see the server log" in api.json()["detail"]
+    assert money.status_code == 200 and again.status_code == 200, money.text
+    for row in money.json()["engines"]:
+        error = row["error"]
+        assert error.startswith(f"{row['engine']}: could not be computed (CatalogException: ")
+        assert error.endswith("see the server log") and "profile" not in error
+    assert "could not be computed (CatalogException" in shown and "fix its profile" not in shown
+    logged = [r for r in caplog.records if "could not be computed" in r.getMessage()]
+    assert logged and all(r.exc_info for r in logged)
+    engines = [r.getMessage().split("'")[1] for r in logged]
+    assert sorted(engines) == sorted(set(engines))  # once per engine and kind, not per view

@@ -173,6 +173,11 @@ REFUSED = {
         "Transfer-Encoding",
     ),
     "identity": (b"Transfer-Encoding: identity\r\n", 501, "Transfer-Encoding identity"),
+    "empty-coding-list": (
+        b"Transfer-Encoding: ,\r\n",
+        400,
+        "Transfer-Encoding is empty: send chunked, or use Content-Length",
+    ),
     "two-hosts": (b"Host: evil.example\r\n", 400, "2 Host headers"),
     "length-and-chunked": (
         b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",

@@ -144,16 +144,29 @@ def test_hsts_behind_a_trusted_https_proxy(proxied):
     assert "strict-transport-security" not in over_http.headers
 
 
-def test_hsts_when_the_public_url_is_https(tmp_path, db_template):
+def test_an_https_public_url_sends_hsts_over_https_only(tmp_path, db_template):
+    """RFC 6797 section 7.2: never over plain http, whatever TOKENSHAPE_PUBLIC_URL says."""
     db = copy_database(db_template, tmp_path / "h.duckdb")
-    settings = server_settings(db, public_url="https://tokenshape.example.com")
+    settings = server_settings(
+        db, public_url="https://tokenshape.example.com", trusted_proxies="127.0.0.1"
+    )
     server = serve(settings, wait=False)
     live = next(server)
     try:
-        answer = http.get(f"{live.url}/api/health")
+        over_http = http.get(f"{live.url}/api/health")
+        over_https = http.get(f"{live.url}/api/health", headers={"X-Forwarded-Proto": "https"})
     finally:
         server.close()
-    assert answer.headers["strict-transport-security"] == "max-age=31536000"
+    assert "strict-transport-security" not in over_http.headers
+    assert over_https.headers["strict-transport-security"] == "max-age=31536000"
+
+
+def test_the_login_page_is_never_compressed(secured):
+    """It reflects `next` next to the CSRF nonce: gzip would leak the nonce by size (BREACH)."""
+    status, headers, wire = _raw(secured, "/login?next=/rightsizing", "gzip, deflate, br")
+    assert status == 200 and len(wire) > 1024
+    assert "content-encoding" not in headers
+    assert b"/rightsizing" in wire
 
 
 @contextmanager

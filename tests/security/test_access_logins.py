@@ -137,6 +137,43 @@ def test_a_user_logs_in_from_the_address_an_attacker_uses(secured):
             assert _try(victor, "vic", PASSWORD).status_code == 303, name
 
 
+def test_a_locked_account_still_logs_in_from_a_browser_it_used_before(secured):
+    """OWASP's device cookies: an attacker's failures from elsewhere lock `ada` for new
+    clients, not for the browser ada logged in from before (it holds a signed device cookie
+    for her name); another name's device cookie, or a forged one, is no way in."""
+    with http.client(base_url=secured.url) as browser:
+        assert _try(browser, "ada", PASSWORD).status_code == 303
+        device = browser.cookies["tokenshape_device"]
+    with http.client(base_url=secured.url) as c:
+        set_device = next(
+            h
+            for h in _try(c, "vic", PASSWORD).headers.get_list("set-cookie")
+            if h.startswith("tokenshape_device=")
+        )
+        vics = c.cookies["tokenshape_device"]
+    assert "HttpOnly" in set_device and "SameSite=lax" in set_device
+    assert int(set_device.split("Max-Age=")[1].split(";")[0]) >= 180 * 24 * 3600
+    with http.client(base_url=secured.url) as attacker:
+        answers = [_try(attacker, "ada", f"guess {k}").status_code for k in range(6)]
+    assert answers == [401] * 5 + [429]
+    with http.client(base_url=secured.url) as fresh:
+        refused = _try(fresh, "ada", PASSWORD)
+    assert refused.status_code == 429 and "this user name" in refused.text
+    for other in (vics, device[:-2] + "xx"):
+        with http.client(base_url=secured.url, cookies={"tokenshape_device": other}) as c:
+            c.get("/login")
+            form = {"csrf": c.cookies["tokenshape_login"], "username": "ada", "password": PASSWORD}
+            assert c.post("/login", data=form).status_code == 429
+    with http.client(base_url=secured.url, cookies={"tokenshape_device": device}) as again:
+        again.get("/login")
+        form = {"csrf": again.cookies["tokenshape_login"], "username": "ada", "password": PASSWORD}
+        ok = again.post("/login", data=form)
+        assert ok.status_code == 303, ok.text
+        assert again.get("/shapes").status_code == 200
+        # The same device, kept.
+        assert f"tokenshape_device={device};" in ok.headers.get_list("set-cookie")[-1]
+
+
 def test_a_spray_across_many_accounts_is_stopped_per_client(secured):
     """Under each account's allowance, 20 failures from one address stop that address; an
     X-Forwarded-For from a peer that is not a trusted proxy changes nothing."""

@@ -26,6 +26,14 @@ def _app(**settings) -> FastAPI:
     async def ingest():
         return PlainTextResponse("accepted " * 1000)
 
+    @app.get("/login")
+    async def login(next: str = "/"):
+        return PlainTextResponse(f"next={next} nonce=secret " * 200)
+
+    @app.post("/logout")
+    async def logout():
+        return PlainTextResponse("bye " * 1000)
+
     @app.get("/framed")
     async def framed():
         return PlainTextResponse("own", headers={"X-Frame-Options": "SAMEORIGIN"})
@@ -53,12 +61,15 @@ def test_a_route_keeps_its_own_value():
     assert answer.headers.get_list("x-frame-options") == ["SAMEORIGIN"]
 
 
-def test_hsts_over_https_or_with_an_https_public_url_only():
+def test_hsts_over_https_only_whatever_the_public_url_says():
     with _client(_app()) as c:
         assert "strict-transport-security" not in c.get("/big").headers
     with _client(_app(), "https://test") as c:
         assert "strict-transport-security" in c.get("/big").headers
+    # RFC 6797 section 7.2: never over plain http, even when the public URL is https.
     with _client(_app(public_url="https://ts.example.com")) as c:
+        assert "strict-transport-security" not in c.get("/big").headers
+    with _client(_app(public_url="https://ts.example.com"), "https://test") as c:
         assert "strict-transport-security" in c.get("/big").headers
 
 
@@ -69,3 +80,13 @@ def test_gzip_for_pages_not_for_the_ingest_routes():
     assert page.headers["content-encoding"] == "gzip"
     assert page.text == "tokenshape " * 1000
     assert "content-encoding" not in sent.headers
+
+
+def test_login_and_logout_are_never_compressed():
+    """They reflect `next` next to the CSRF nonce: gzip would leak the nonce by size (BREACH)."""
+    with _client(_app()) as c:
+        page = c.get("/login?next=/nonce=s", headers={"Accept-Encoding": "gzip"})
+        out = c.post("/logout", headers={"Accept-Encoding": "gzip"})
+    assert page.status_code == 200 and len(page.content) > 1024
+    assert "content-encoding" not in page.headers
+    assert "content-encoding" not in out.headers

@@ -34,3 +34,10 @@ def test_any_transfer_encoding_but_chunked_is_refused(values, words):
     status, message = framing_problem(1, values)
     assert status.startswith(b"501")
     assert words in message
+
+
+@pytest.mark.parametrize("values", [[b","], [b" , ,"], [b""], [b",", b" "]])
+def test_an_empty_transfer_encoding_is_a_400_that_says_what_to_send(values):
+    status, message = framing_problem(1, values)
+    assert status.startswith(b"400")
+    assert message == "Transfer-Encoding is empty: send chunked, or use Content-Length"

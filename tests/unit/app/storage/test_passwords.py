@@ -61,3 +61,22 @@ def test_missing_or_damaged_hashes_never_match(stored):
 def test_short_passwords_are_refused():
     with pytest.raises(ValueError, match="at least 10"):
         passwords.check_strength("short")
+
+
+def test_every_check_does_the_same_kinds_of_work_while_legacy_hashes_remain():
+    """A legacy user's check runs scrypt (~130 ms) where an Argon2id one takes ~30 ms: while
+    any legacy hash remains, unknown names and Argon2id users get a scrypt check too (and
+    legacy users an Argon2id one), so timing cannot tell who has an account or which kind."""
+    argon = passwords.hash_password("right password!")
+    legacy = legacy_scrypt("right password!")
+    both = {passwords.ARGON2, passwords.SCRYPT}
+    for stored in (None, "", "garbage", argon, legacy, "scrypt$32768$8"):
+        for password in ("right password!", "a wrong guess"):
+            check = passwords.check_password(password, stored, legacy_remain=True)
+            assert sorted(check.work) == sorted(both), (stored, check)
+    assert passwords.check_password("right password!", legacy, legacy_remain=True).matched
+    assert passwords.check_password("right password!", argon, legacy_remain=True).matched
+    # No legacy hash left: Argon2id alone, for everyone.
+    for stored in (None, "garbage", argon):
+        check = passwords.check_password("a wrong guess", stored, legacy_remain=False)
+        assert check.work == (passwords.ARGON2,), (stored, check)
