@@ -96,6 +96,7 @@ bench: install chromium
 	$(BIN)/python bench/retention.py
 	$(BIN)/python bench/faults.py
 	$(BIN)/python bench/soak.py
+	$(BIN)/python bench/bodies.py
 	$(BIN)/python bench/perf.py
 	$(BIN)/python bench/plan.py
 

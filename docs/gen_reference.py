@@ -514,7 +514,8 @@ RECORD_MEANING = {
     "osl": "Output sequence length: generated tokens (0 is fine for a failed request).",
     "request_id": (
         "The gateway's id of the request; (gateway, request_id) is unique, so a re-sent "
-        "record counts as a duplicate. Absent: `sha1:` + a hash of the record's content."
+        "record counts as a duplicate. Absent: `sha1:` + a hash of the record's content "
+        "(so identical records without `request_id` and `started_at` count as one)."
     ),
     "started_at": (
         "When the request started at the gateway: ISO 8601 (no zone means UTC) or an epoch "
@@ -579,9 +580,11 @@ def ingest() -> str:
     import msgspec.inspect as mi
 
     from app.config import Settings
+    from app.storage.batches import MAX_REASON_CHARS
     from app.storage.schema import EARLIEST, FUTURE_SLACK
     from ingest import routes, ship
     from ingest.body import JSON_TYPES, NDJSON_TYPES
+    from ingest.formats.native import CONTAINERS_PER_ITEM, MIN_CONTAINERS
     from ingest.records import RecordIn
 
     fields = mi.type_info(RecordIn).fields
@@ -618,7 +621,9 @@ def ingest() -> str:
             "`400`",
             md(errors[400]["description"]) + " Not JSON, not an object or array, more "
             f"than `TOKENSHAPE_MAX_ITEMS_PER_REQUEST` ({s['max_items_per_request'].default:,}) "
-            "items, corrupt or truncated gzip, nesting deeper than the decoder allows.",
+            "items (valid or not) or more JSON objects and arrays than the bound above, "
+            "corrupt or truncated gzip, a gzip body sent without `Content-Encoding: gzip` "
+            "(the answer says so), a single object nested deeper than the decoder allows.",
             "yes (the body's head)",
             "no: fix the sender",
         ],
@@ -711,15 +716,30 @@ def ingest() -> str:
         "rejected with a sentence saying what to send; absent means 1. The record counts "
         "1/p requests in every view ([sampled telemetry](../concepts.md#sampled-telemetry)); "
         "OTLP spans take it from `tracestate` `ot=th:…`, LiteLLM from `metadata.sample_rate`.\n",
-        "- A missing `request_id` becomes `sha1:` + the SHA-1 of the record's content, so an "
-        "identical re-send is still a duplicate.\n",
+        "- A missing `request_id` becomes `sha1:` + the SHA-1 of the record's content (every "
+        "field of the table above, as parsed, defaults included; unknown fields left out), so "
+        "an identical re-send is still a duplicate. **Records without `request_id` and "
+        "without `started_at` are deduplicated by content**: two such records with the same "
+        "fields count as one request even when sent hours apart (the receive time is not part "
+        "of the hash). Send a `request_id`, or a `started_at`, to keep them apart.\n",
+        "- Types are strict: `true` is not a number (an `isl`, `ttft_ms` or `sample_rate` of "
+        '`true` is rejected by field), and `""` is not 0. Unknown fields are ignored, '
+        "whatever they hold, and are skipped without being built.\n",
         "- (`gateway`, `request_id`) is unique: a record already stored (or earlier in the "
         "same batch) counts as a duplicate and is not stored again. The first occurrence "
         "wins.\n",
         "- One bad item never sinks the batch: it is rejected with its index (the line number "
-        "for NDJSON, from 0), the field and a sentence, and kept in `rejects` with its raw "
-        f"text (the first `TOKENSHAPE_REJECT_RAW_CHARS`, {s['reject_raw_chars'].default:,} "
-        "characters).\n",
+        "for NDJSON, from 0; the position in a JSON array), the field and a sentence, and kept "
+        "in `rejects` with its raw text (the first `TOKENSHAPE_REJECT_RAW_CHARS`, "
+        f"{s['reject_raw_chars'].default:,} characters) and its reason (at most "
+        f"{MAX_REASON_CHARS:,} characters: a reason quoting a huge value is cut, ending "
+        "`…(truncated)`). An item nested too deep to parse, in an array as in NDJSON, is that "
+        "item's reject.\n",
+        "- Every item sent counts against `TOKENSHAPE_MAX_ITEMS_PER_REQUEST`, valid or not, "
+        "and is counted before any is parsed: a body over the limit is refused whole, "
+        "whatever its items hold. A body may also hold at most "
+        f"{CONTAINERS_PER_ITEM} JSON objects and arrays per allowed item (at least "
+        f"{MIN_CONTAINERS:,}), wherever they sit.\n",
         "- A `200` means durable: the accepted records are fsynced to the ingest journal "
         "(`<db>.journal/`) before the answer, and reach the `requests` table within about a "
         "second.\n",

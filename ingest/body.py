@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from starlette.requests import ClientDisconnect
 
 JSON_TYPES = {"application/json", "text/json"}
+INFLATE_PIECE = 1024 * 1024
 NDJSON_TYPES = {
     "application/x-ndjson",
     "application/ndjson",
@@ -94,13 +95,15 @@ async def _read(chunks: AsyncIterator[bytes], encoding: str, limit: int) -> byte
             continue
         received = True
         data = chunk
-        while data:
+        while True:
             if inflate.eof:  # concatenated gzip members: start the next one
                 data = inflate.unused_data + data if inflate.unused_data else data
                 inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            room = min(INFLATE_PIECE, limit + 1 - len(out))
             try:
-                # max_length bounds memory: a bomb never inflates past the limit.
-                piece = inflate.decompress(data, limit + 1 - len(out))
+                # max_length bounds memory: a bomb never inflates past the limit, and a piece
+                # is at most INFLATE_PIECE, so a 16 MB body is not held twice while inflating.
+                piece = inflate.decompress(data, room)
             except zlib.error as exc:
                 raise BodyError(400, f"the gzip body is corrupt ({exc}); resend it") from None
             out += piece
@@ -110,6 +113,9 @@ async def _read(chunks: AsyncIterator[bytes], encoding: str, limit: int) -> byte
             if inflate.eof and inflate.unused_data:
                 data = inflate.unused_data
                 inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            # A full piece may leave output pending inside zlib even with no input left.
+            if not data and (len(piece) < room or inflate.eof):
+                break
     if received and not inflate.eof:
         raise BodyError(
             400, "the gzip stream is truncated (it ended before its end marker); resend it"
@@ -117,3 +123,11 @@ async def _read(chunks: AsyncIterator[bytes], encoding: str, limit: int) -> byte
     if not received:
         return b""
     return bytes(out)
+
+
+def looks_like_gzip(body: bytes) -> bool:
+    """True when a body starts with gzip's magic bytes (1f 8b): sent without Content-Encoding."""
+    return body[:2] == b"\x1f\x8b"
+
+
+GZIP_HINT = "the body looks like gzip (starts with 1f 8b): set Content-Encoding: gzip"

@@ -243,15 +243,21 @@ async def _otlp_in(request, settings, writer, clock, token, *, logs: bool) -> Re
             settings.max_body_bytes,
             settings.body_timeout_s,
         )
-        parsed, ignored = await run_in_threadpool(
-            otlp.parse,
-            body,
-            json_body=json_body,
-            gateway=token.gateway,
-            received_at=received_at,
-            max_items=settings.max_items_per_request,
-            logs=logs,
+        decoded = await run_in_threadpool(
+            _decoded,
+            functools.partial(
+                otlp.parse,
+                body,
+                json_body=json_body,
+                gateway=token.gateway,
+                received_at=received_at,
+                max_items=settings.max_items_per_request,
+                logs=logs,
+            ),
         )
+        if isinstance(decoded, EnvelopeError):
+            raise decoded
+        parsed, ignored = decoded
     except BodyError as exc:
         return await _refuse(request, writer, token, "otlp", received_at, exc)
     except EnvelopeError as exc:
@@ -280,6 +286,17 @@ async def _take(request, settings, writer, clock, token, fmt: str, decoder) -> J
         return await _take_in(request, settings, writer, clock, token, fmt, decoder)
 
 
+def _decoded(decode):
+    """The parse, or its refusal as a value without a traceback: raised across the thread
+    pool, its frames (and the 16 MB body they hold) stayed alive in the idle worker that
+    raised it, one body per worker, until that worker ran again."""
+    try:
+        return decode()
+    except EnvelopeError as exc:
+        exc.__traceback__ = exc.__context__ = exc.__cause__ = None
+        return exc
+
+
 async def _take_in(request, settings, writer, clock, token, fmt: str, decoder) -> JSONResponse:
     if limited := _over(request, token):
         return limited
@@ -304,19 +321,18 @@ async def _take_in(request, settings, writer, clock, token, fmt: str, decoder) -
         received_at=received_at,
         max_items=settings.max_items_per_request,
     )
-    try:
-        # A small body decodes in a few milliseconds: handing it to a worker thread costs more
-        # than that (GIL hand-offs with the event loop halve throughput). Big bodies still go
-        # to a thread so one gateway cannot stall the loop for long.
-        if len(body) <= INLINE_DECODE_BYTES:
-            parsed = decode()
-        else:
-            parsed = await run_in_threadpool(decode)
-    except EnvelopeError as exc:
+    # A small body decodes in a few milliseconds: handing it to a worker thread costs more
+    # than that (GIL hand-offs with the event loop halve throughput). Big bodies still go
+    # to a thread so one gateway cannot stall the loop for long.
+    if len(body) <= INLINE_DECODE_BYTES:
+        parsed = _decoded(decode)
+    else:
+        parsed = await run_in_threadpool(_decoded, decode)
+    if isinstance(parsed, EnvelopeError):
         raw = body[: settings.reject_raw_chars].decode(errors="replace")
-        reject = Reject(None, None, str(exc), raw)
+        reject = Reject(None, None, str(parsed), raw)
         await _quarantine(writer, Batch(gateway, fmt, received_at, None, [reject]))
-        return _error(400, str(exc))
+        return _error(400, str(parsed))
     batch = Batch(gateway, fmt, received_at, parsed.rows, parsed.rejects, parsed.hashes)
     if limited := _over(request, token, batch.row_count):
         return limited

@@ -10,15 +10,33 @@ import pyarrow as pa
 
 from app.storage.schema import REJECTS_SCHEMA
 
+# The longest `rejects.reason` / `field` kept: messages may echo what was sent (a 100 KB
+# `status` value would otherwise make a 100 KB reason); `raw` keeps the item itself, cut to
+# TOKENSHAPE_REJECT_RAW_CHARS when stored.
+MAX_REASON_CHARS = 1000
+MAX_FIELD_CHARS = 200
+TRUNCATED = "…(truncated)"
+
+
+def _capped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - len(TRUNCATED)] + TRUNCATED
+
 
 @dataclass(frozen=True)
 class Reject:
-    """One item (or a whole payload, index None) that could not be stored, and why."""
+    """One item (or a whole payload, index None) that could not be stored, and why; the
+    reason and field are capped here, the one place every route's rejects pass through."""
 
     index: int | None
     field: str | None
     reason: str
     raw: str | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.reason) > MAX_REASON_CHARS:
+            object.__setattr__(self, "reason", _capped(self.reason, MAX_REASON_CHARS))
+        if self.field is not None and len(self.field) > MAX_FIELD_CHARS:
+            object.__setattr__(self, "field", _capped(self.field, MAX_FIELD_CHARS))
 
 
 @dataclass

@@ -8,6 +8,7 @@ marked `tokens_estimated`.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,36 @@ CHARS_PER_TOKEN = 4  # the usual estimate for English text with BPE tokenizers
 
 class BenchmarkFormatError(ValueError):
     """The file is not in the expected benchmark format; names the format and the field."""
+
+
+def _is_number(value: object) -> bool:
+    """A JSON number (a boolean is not one)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _scaled(value: float, divisor: float) -> float:
+    """value / divisor, infinite (and so refused by the record rules) when it overflows."""
+    try:
+        return value / divisor
+    except OverflowError:  # an integer too large for a float
+        return math.inf if value > 0 else -math.inf
+
+
+def _times(value: float, factor: float) -> float:
+    """value * factor, infinite (and so refused by the record rules) when it overflows."""
+    try:
+        return value * factor
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def _label(value: object) -> str:
+    """A value as text for an error type: at most 256 characters, whatever it is."""
+    if isinstance(value, str):
+        return value[:256]
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**256:
+        return "a very large number"
+    return str(value)[:256]
 
 
 def _text_tokens(text: str) -> int:
@@ -115,16 +146,16 @@ def genai_perf_rows(
             raise BenchmarkFormatError(f"genai-perf: experiments[{e}].requests is missing")
         for r, req in enumerate(requests):
             rid = f"{path.stem}-{e}-{r}"
-            if not isinstance(req, dict) or not isinstance(req.get("timestamp"), int | float):
+            if not isinstance(req, dict) or not _is_number(req.get("timestamp")):
                 rows.append({"request_id": rid, "model": None, "isl": None, "osl": None})
                 continue  # rejected by the record rules, with the field named
             start = req["timestamp"]
-            stamps = [t for t in req.get("response_timestamps") or [] if isinstance(t, int | float)]
+            stamps = [t for t in req.get("response_timestamps") or [] if _is_number(t)]
             inputs = req.get("request_inputs") or {}
             text, payload_model = _prompt_text(inputs.get("payload", inputs))
             row = {
                 "request_id": rid,
-                "started_at": start / 1e9,
+                "started_at": _scaled(start, 1e9),
                 "model": model or payload_model or "genai-perf",
                 "isl": _text_tokens(text),
                 "osl": len(stamps),
@@ -135,10 +166,10 @@ def genai_perf_rows(
                 row["isl"] = len(counter.encode(text).ids)
                 row["osl"] = len(counter.encode(_response_text(req.get("response_outputs"))).ids)
             if stamps:
-                row["ttft_ms"] = (stamps[0] - start) / 1e6
-                row["e2e_ms"] = (stamps[-1] - start) / 1e6
+                row["ttft_ms"] = _scaled(stamps[0] - start, 1e6)
+                row["e2e_ms"] = _scaled(stamps[-1] - start, 1e6)
                 if len(stamps) > 1:
-                    gaps = [(b - a) / 1e6 for a, b in zip(stamps, stamps[1:], strict=False)]
+                    gaps = [_scaled(b - a, 1e6) for a, b in zip(stamps, stamps[1:], strict=False)]
                     row["token_gaps_ms"] = gaps
                     row["itl_ms"] = sum(gaps) / len(gaps)
             else:
@@ -162,8 +193,8 @@ def _ms(metric: object, name: str, line: int) -> float | list | None:
         raise BenchmarkFormatError(f"aiperf: line {line}: metrics.{name} has unknown unit {unit}")
     scale = UNIT_MS[unit]
     if isinstance(value, list):
-        return [v * scale for v in value if isinstance(v, int | float)]
-    return value * scale if isinstance(value, int | float) else None
+        return [_times(v, scale) for v in value if _is_number(v)]
+    return _times(value, scale) if _is_number(value) else None
 
 
 def aiperf_rows(path: Path, model: str | None) -> Iterator[tuple[int, list[dict]]]:
@@ -186,7 +217,7 @@ def aiperf_rows(path: Path, model: str | None) -> Iterator[tuple[int, list[dict]
             meta, metrics = rec["metadata"], rec.get("metrics") or {}
             start_ns = meta.get("request_start_ns")
             row: dict = {
-                "request_id": str(meta.get("x_request_id") or f"{path.stem}-{n}"),
+                "request_id": _label(meta.get("x_request_id") or f"{path.stem}-{n}"),
                 "model": model or meta.get("model_name") or "aiperf",
                 "isl": _ms(metrics.get("input_sequence_length"), "input_sequence_length", n),
                 "osl": _ms(metrics.get("output_sequence_length"), "output_sequence_length", n),
@@ -195,16 +226,16 @@ def aiperf_rows(path: Path, model: str | None) -> Iterator[tuple[int, list[dict]
                 "e2e_ms": _ms(metrics.get("request_latency"), "request_latency", n),
                 "token_gaps_ms": _ms(metrics.get("inter_chunk_latency"), "inter_chunk_latency", n),
             }
-            if isinstance(start_ns, int | float):
-                row["started_at"] = start_ns / 1e9
+            if _is_number(start_ns):
+                row["started_at"] = _scaled(start_ns, 1e9)
                 end_ns = meta.get("request_end_ns")
-                if row["e2e_ms"] is None and isinstance(end_ns, int | float):
-                    row["e2e_ms"] = (end_ns - start_ns) / 1e6
+                if row["e2e_ms"] is None and _is_number(end_ns):
+                    row["e2e_ms"] = _scaled(end_ns - start_ns, 1e6)
             error = rec.get("error")
             if error:
                 row["status"] = "error"
                 kind = error.get("type") or error.get("code") if isinstance(error, dict) else error
-                row["error_type"] = str(kind or "error")[:256]
+                row["error_type"] = _label(kind or "error")
                 row["isl"] = row["isl"] or 0
                 row["osl"] = row["osl"] or 0
             elif meta.get("was_cancelled"):

@@ -87,11 +87,26 @@ def _number_or_text(text: str) -> float | str:
         return text
 
 
+def _infinite_field(row: dict) -> str | None:
+    """The first field holding an infinite number (or a list holding one), if any."""
+    for key, value in row.items():
+        values = value if isinstance(value, list) else (value,)
+        if any(isinstance(v, float) and math.isinf(v) for v in values):
+            return key
+    return None
+
+
 def _records(dicts: list[dict], base: int) -> tuple[list[RecordIn], list[int], list[Reject]]:
     records, indexes, rejects = [], [], []
     for i, row in enumerate(dicts):
+        clean = _clean(row)
+        infinite = _infinite_field(clean)
+        if infinite is not None:  # msgspec.convert takes inf for a float >= 0
+            message = f"{infinite}: must be a finite number"
+            rejects.append(Reject(base + i, infinite, message, repr(row)[:4096]))
+            continue
         try:
-            records.append(msgspec.convert(_clean(row), RecordIn))
+            records.append(msgspec.convert(clean, RecordIn))
             indexes.append(base + i)
         except msgspec.ValidationError as exc:
             fld, msg = describe_error(exc)
@@ -158,8 +173,18 @@ def batches(
                     received_at=received_at,
                     max_items=CHUNK_ROWS + 1,
                 )
-            except EnvelopeError:
-                continue  # a chunk of blank lines
+            except EnvelopeError as exc:
+                if not chunk.strip():
+                    continue  # a chunk of blank lines
+                # Refused whole (too many nested values, say): kept, never skipped in silence.
+                lines = chunk.count(b"\n") + (not chunk.endswith(b"\n"))
+                text = chunk[:4096].decode(errors="replace")
+                reason = f"lines {first} to {first + lines - 1}: {exc}"
+                yield (
+                    Batch(gateway, fmt, received_at, None, [Reject(first, None, reason, text)]),
+                    lines,
+                )
+                continue
             rejects = [
                 Reject(None if r.index is None else r.index + first, r.field, r.reason, r.raw)
                 for r in parsed.rejects

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -12,14 +13,87 @@ import numpy as np
 import pyarrow as pa
 
 from app.storage.batches import Reject
+from ingest.body import GZIP_HINT, looks_like_gzip
+from ingest.jsonscan import (
+    JsonShape,
+    count_bytes,
+    count_openers,
+    json_shape,
+    nonblank_lines,
+    split_array,
+)
 from ingest.records import RecordIn, build_rows, describe_error
 
 _one = msgspec.json.Decoder(RecordIn)
 _many = msgspec.json.Decoder(list[RecordIn])
-_raw_list = msgspec.json.Decoder(list[msgspec.Raw])
-_any = msgspec.json.Decoder()
+# Checks a value is JSON without building it (msgspec skips it in C, allocating nothing).
+_valid = msgspec.json.Decoder(msgspec.Raw)
 # The decoders give up past about a thousand levels with RecursionError: a recursion bomb.
 TOO_DEEP = "the body nests JSON too deep to parse; records are flat JSON objects"
+# Containers (objects and arrays) one body may hold, whatever its items. A native record is
+# one object, two with token_gaps_ms; a LiteLLM payload holds tens (messages, metadata). 16 MB
+# of real traffic holds well under 400,000 (one per 40+ bytes), 16 MB of `[{},{},…]` 5.6
+# million. The bound matters where a body or an item is built as Python objects (the lenient
+# parse of NaN/Infinity): a million containers cost ~100 MB, so four such bodies at once stay
+# under a GiB. It grows with TOKENSHAPE_MAX_ITEMS_PER_REQUEST (ten per item allowed).
+MIN_CONTAINERS = 1_000_000
+CONTAINERS_PER_ITEM = 10
+
+
+def container_limit(max_items: int) -> int:
+    """The most JSON objects and arrays one body may hold, given the item limit."""
+    return max(MIN_CONTAINERS, CONTAINERS_PER_ITEM * max_items)
+
+
+def too_many_items(count: int, max_items: int, *, at_least: bool = False) -> EnvelopeError:
+    """The refusal of a body holding more items than the limit (counted, not parsed)."""
+    shown = f"at least {count}" if at_least else f"{count}"
+    return EnvelopeError(
+        f"{shown} records in one request is more than the limit of {max_items}; split the batch"
+    )
+
+
+def check_containers(body: bytes, max_items: int) -> None:
+    """EnvelopeError when the body holds more JSON containers than `container_limit`; the
+    bytes `{` and `[` counted first (in C), the exact scan only when that count is over."""
+    limit = container_limit(max_items)
+    if count_openers(body) <= limit:
+        return
+    shape = json_shape(body, max_containers=limit)
+    if shape.containers > limit:
+        raise EnvelopeError(
+            f"the body holds more than {limit:,} JSON objects and arrays (ten per item "
+            "allowed, at least a million): send fewer nested values or split the batch"
+        )
+
+
+def _checked(body: bytes, max_items: int) -> bool:
+    """check_containers, as a condition (True when within the bound)."""
+    check_containers(body, max_items)
+    return True
+
+
+def check_lines(body: bytes, max_items: int, newlines: int | None = None) -> None:
+    """EnvelopeError when NDJSON holds more non-blank lines than `max_items`: newlines
+    counted first (`newlines`, when the caller has them), blank lines told apart only when
+    that count is over."""
+    if newlines is None:
+        (newlines,) = count_bytes(body, 0x0A)
+    if newlines < max_items:
+        return
+    lines = nonblank_lines(body, stop_after=max_items)
+    if lines > max_items:
+        raise too_many_items(lines, max_items, at_least=True)
+
+
+def array_spans(body: bytes, max_items: int) -> tuple[JsonShape, list[tuple[int, int]] | None]:
+    """The byte spans of a JSON array's items, counted before any is built: EnvelopeError
+    past `max_items`; spans None when the body is not one closed array."""
+    shape, spans = split_array(body, max_top_items=max_items)
+    items = shape.top_items or 0
+    if items > max_items:
+        raise too_many_items(items, max_items, at_least=shape.truncated)
+    return shape, spans
 
 
 class EnvelopeError(ValueError):
@@ -41,14 +115,20 @@ def _lenient_item(raw: bytes) -> RecordIn:
     try:
         obj = json.loads(raw)
     except (ValueError, RecursionError) as exc:
-        raise ValueError(f"not valid JSON: {exc}") from None
+        raise ValueError(f"not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(obj, dict):
         raise ValueError(f"each record must be a JSON object, got {type(obj).__name__}")
     for key, value in obj.items():
+        if key not in _FIELD_NAMES:  # unknown fields are ignored, NaN or not
+            continue
         values = value if isinstance(value, list) else [value]
-        if any(isinstance(v, float) and not math.isfinite(v) for v in values):
-            raise FieldError(key, f"{key}: must be a finite number, got {value}")
+        bad = next((v for v in values if isinstance(v, float) and not math.isfinite(v)), None)
+        if bad is not None:
+            raise FieldError(key, f"{key}: must be a finite number, got {bad}")
     return msgspec.convert(obj, RecordIn)
+
+
+_FIELD_NAMES = frozenset(RecordIn.__struct_fields__)
 
 
 class FieldError(ValueError):
@@ -92,13 +172,32 @@ def _item(raw: bytes, index: int, out: list, idx: list, rejects: list) -> None:
         idx.append(index)
 
 
-def _lines(body: bytes) -> list[tuple[int, bytes]]:
+def item_errors(raw: bytes, index: int) -> Reject | RecordIn:
+    """One item's record, or its reject naming the field: never raises."""
+    out: list = []
+    rejects: list = []
+    _item(raw, index, out, [], rejects)
+    return out[0] if out else rejects[0]
+
+
+# A line holding something other than whitespace (found in C: blank lines are skipped by the
+# regex engine, never built, so millions of them cost nothing).
+_NONBLANK_LINE = re.compile(rb"[^\n]*?[^ \t\r\n][^\n]*")
+
+
+def nonblank_line_items(body: bytes) -> list[tuple[int, bytes]]:
+    """(line number, stripped text) of each non-blank line; count them (check_lines) first."""
     out = []
-    for n, line in enumerate(body.split(b"\n")):
-        line = line.strip()
-        if line:
-            out.append((n, line))
+    line, at = 0, 0
+    for match in _NONBLANK_LINE.finditer(body):
+        line += body.count(b"\n", at, match.start())
+        at = match.start()
+        out.append((line, match.group().strip()))
     return out
+
+
+def _lines(body: bytes) -> list[tuple[int, bytes]]:
+    return nonblank_line_items(body)
 
 
 def parse(
@@ -110,22 +209,27 @@ def parse(
         body = body[3:].strip()
     if not body:
         raise EnvelopeError("the body is empty: send a JSON object, a JSON array or NDJSON")
+    if looks_like_gzip(body):  # JSON or NDJSON: never these two bytes first
+        raise EnvelopeError(GZIP_HINT)
     records: list[RecordIn] = []
     indexes: list[int] = []
     rejects: list[Reject] = []
     items: list[tuple[int, bytes]]
+    # Items are counted first (the answer names the limit a sender can act on), containers
+    # before anything is parsed leniently (json.loads builds every one of them). Byte counts
+    # (one compare a byte) bound both; the exact scans run only when a count is over.
     if not ndjson and body[:1] == b"[":
-        try:  # fast path: the whole array is valid
-            records = _many.decode(body)
-            indexes = list(range(len(records)))
-            items = []
-        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
-            items = _split_array(body)
-    elif not ndjson and body[:1] not in (b"{", b"["):
+        records, items = _array(body, max_items, count_bytes(body, 0x7B)[0])
+        indexes = list(range(len(records)))
+        if items:
+            check_containers(body, max_items)
+    elif not ndjson and body[:1] != b"{":
         raise EnvelopeError(_not_json(body))
-    elif not ndjson and (single := _single(body)) is not None:
-        items = single
+    elif not ndjson and _checked(body, max_items) and _single(body):
+        items = [(0, body)]
     else:
+        check_lines(body, max_items)
+        check_containers(body, max_items)
         # Fast path for clean NDJSON: one C-level decode of every line, no copy of the body.
         # It takes values apart at any whitespace, so it is kept only when each line held
         # one object (the answer's indexes are line numbers); else the line-by-line path.
@@ -167,10 +271,12 @@ def _one_object_per_line(body: bytes, objects: int) -> bool:
     Every newline must sit between a `}` (or `}\r`) and a `{`: in JSON that pair is never
     inside one value, so each newline divides objects and no line is blank; then as many
     objects as lines leaves one per line. (Indented lines go the slow way, correctly.)"""
+    # Counted first (in chunks): positions cost 8 bytes a newline, and a body of blank lines
+    # would otherwise hold 5 million of them to learn they are too many.
+    if objects != count_bytes(body, 0x0A)[0] + 1:
+        return False
     data = np.frombuffer(body, np.uint8)
     ends = np.flatnonzero(data == 10)  # numpy: bytes.count alone takes 4x as long
-    if objects != len(ends) + 1:
-        return False
     if not len(ends):
         return True
     before = data[ends - 1]
@@ -188,50 +294,64 @@ def _not_json(body: bytes) -> str:
     )
 
 
-def _single(body: bytes) -> list[tuple[int, bytes]] | None:
-    """A JSON body starting with `{`: one object (however it is laid out) is one item; None
+def _single(body: bytes) -> bool:
+    """Whether a JSON body starting with `{` is one object (however it is laid out): False
     when it is NDJSON sent as JSON; EnvelopeError when it is neither (truncated, not UTF-8)."""
     try:
-        _any.decode(body)
-        return [(0, body)]
+        _valid.decode(body)  # checked, not built: a 16 MB unknown field costs nothing
+        if not body.isascii():  # skipping does not check UTF-8: one transient str does
+            body.decode()
+        return True
+    except UnicodeDecodeError as exc:
+        raise EnvelopeError(
+            f"the body is not valid UTF-8 ({exc.reason} at byte {exc.start}); send UTF-8 JSON"
+        ) from None
     except RecursionError:
         raise EnvelopeError(TOO_DEEP) from None
     except msgspec.DecodeError as exc:
         error = exc
     try:  # NaN / Infinity literals: the item gets an error naming its field
         json.loads(body)
-        return [(0, body)]
+        return True
     except RecursionError:
         raise EnvelopeError(TOO_DEEP) from None
     except ValueError:
         pass
     if b"\n" in body:
-        return None
+        return False
     raise EnvelopeError(
         f"the body is not valid JSON ({error}); send one JSON object, a JSON array of objects "
         "or NDJSON"
     )
 
 
-def _split_array(body: bytes) -> list[tuple[int, bytes]]:
-    """Items of a JSON array as raw bytes, so each can fail on its own."""
+def _array(
+    body: bytes, max_items: int, braces: int
+) -> tuple[list[RecordIn], list[tuple[int, bytes]]]:
+    """A JSON array as records (all valid) or as raw items, each to fail on its own; counted
+    before anything is built, so 8 million `{}` cost no more than their 16 MB."""
+    # Every item of a valid batch is an object, so it holds at most `braces` (the count of
+    # `{` bytes) items: within the limit, the one C-level decode of the whole array (the
+    # fast path) cannot build more records than the limit allows.
+    if braces <= max_items:
+        try:
+            records = _many.decode(body)
+            if len(records) <= max_items:
+                return records, []
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+            pass
+    _, spans = array_spans(body, max_items)
+    if spans is None:
+        raise EnvelopeError(_not_array(body))
+    return [], [(i, body[start:end].strip()) for i, (start, end) in enumerate(spans)]
+
+
+def _not_array(body: bytes) -> str:
+    """What is wrong with a body that starts with `[` but is not one closed JSON array."""
     try:
-        raws = _raw_list.decode(body)
-        return [(i, bytes(r)) for i, r in enumerate(raws)]
-    except msgspec.ValidationError as exc:
-        raise EnvelopeError(f"the body is not a JSON array of records: {exc}") from None
+        _valid.decode(body)
     except RecursionError:
-        raise EnvelopeError(TOO_DEEP) from None
-    except msgspec.DecodeError:
-        pass
-    try:  # NaN / Infinity literals: Python's parser takes them, and items get named errors
-        objs = json.loads(body)
-    except RecursionError:
-        raise EnvelopeError(TOO_DEEP) from None
-    except ValueError as exc:
-        raise EnvelopeError(
-            f"the body is not valid JSON ({exc}); send a JSON array of objects or NDJSON"
-        ) from None
-    if not isinstance(objs, list):
-        raise EnvelopeError("the body is not a JSON array")
-    return [(i, json.dumps(o, allow_nan=True).encode()) for i, o in enumerate(objs)]
+        return TOO_DEEP
+    except msgspec.DecodeError as exc:
+        return f"the body is not valid JSON ({exc}); send a JSON array of objects or NDJSON"
+    return "the body is not one JSON array; send a JSON array of objects or NDJSON"

@@ -288,3 +288,65 @@ def test_an_unpaired_surrogate_escape_is_rejected_by_field_and_the_rest_stored(
         "SELECT raw FROM rejects WHERE field = 'model' AND gateway = ? LIMIT 1", [gateway]
     )
     assert "\\ud800" in raw and "sur-bad-1" in raw
+
+
+def test_millions_of_tiny_items_are_refused_by_count_before_parsing(live, ingest, gateway):
+    """16 MB of `{}` (5.5 million items, a few KB gzipped) is refused by its count, as an
+    array and as NDJSON, before any item is built; one refusal kept for each."""
+    gz = {"Content-Encoding": "gzip"}
+    empties = b",".join([b"{}"] * 5_500_000)
+    for body, headers in ((b"[" + empties + b"]", JSON), (empties.replace(b",", b"\n"), NDJSON)):
+        r = ingest.post("/v1/requests", content=gzip.compress(body), headers={**headers, **gz})
+        assert r.status_code == 400, r.text
+        assert "more than the limit of 100000; split the batch" in r.json()["detail"]
+    assert live.scalar("SELECT count(*) FROM rejects WHERE gateway = ?", [gateway]) == 2
+
+
+def test_a_deep_item_inside_an_array_is_rejected_alone(live, ingest, gateway):
+    """A 10,000-deep item in a JSON array is that item's reject, as in NDJSON; the rest stored."""
+    deep = '{"model":"m","isl":1,"osl":1,"x":' + "[" * 10_000 + "]" * 10_000 + "}"
+    body = (
+        "[" + json.dumps(record(0, "deep")) + "," + deep + "," + json.dumps(record(1, "deep")) + "]"
+    )
+    r = ingest.post("/v1/requests", content=body, headers=JSON)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert (answer["accepted"], answer["rejected"]) == (2, 1)
+    assert answer["errors"][0]["index"] == 1 and "deep" in answer["errors"][0]["message"]
+    assert stored(live, gateway) == 2
+
+
+@pytest.mark.parametrize(
+    "field", ["isl", "osl", "ttft_ms", "e2e_ms", "sample_rate", "cached_tokens"]
+)
+def test_a_boolean_is_not_a_number(live, ingest, gateway, field):
+    """`true` in a numeric field is refused by name, never read as 1."""
+    r = ingest.post("/v1/requests", json=[record(0, "bool"), {**record(1, "bool"), field: True}])
+    answer = r.json()
+    assert (answer["accepted"], answer["rejected"]) == (1, 1)
+    assert answer["errors"][0]["field"] == field
+
+
+def test_a_reason_echoing_a_huge_value_is_capped(live, ingest, gateway):
+    """A 100 KB `status` value: its reason (which quotes it) is cut to 1,000 characters, in
+    the answer and in `rejects`, and the raw item to TOKENSHAPE_REJECT_RAW_CHARS."""
+    r = ingest.post("/v1/requests", json=[record(0, "cap"), record(1, "cap", status="x" * 100_000)])
+    (error,) = r.json()["errors"]
+    assert error["field"] == "status" and len(error["message"]) <= 1000
+    assert error["message"].endswith("…(truncated)")
+    reason, raw = (
+        live.db.cursor()
+        .execute("SELECT reason, raw FROM rejects WHERE gateway = ?", [gateway])
+        .fetchone()
+    )
+    assert len(reason) <= 1000 and len(raw) <= live.app.state.runtime.settings.reject_raw_chars
+
+
+def test_gzip_without_content_encoding_says_so(live, ingest):
+    """A gzip body sent as plain JSON or NDJSON: the answer names the missing header."""
+    for headers in (JSON, NDJSON):
+        r = ingest.post("/v1/requests", content=gzipped(ndjson(batch(3))), headers=headers)
+        assert r.status_code == 400
+        assert (
+            "looks like gzip (starts with 1f 8b): set Content-Encoding: gzip" in r.json()["detail"]
+        )

@@ -3,6 +3,7 @@ format, hostile items inside good batches, a gzip bomb, slow bodies and slow hea
 
 from __future__ import annotations
 
+import gzip
 import json
 import socket
 import threading
@@ -24,6 +25,7 @@ from tests.support.server import offline_token, serve, server_settings
 LIMITS, CORPUS = payloads()  # tests/security/corpus/refused.json
 ITEMS = items()  # tests/security/corpus/items.json
 
+JSON_TYPE = {"Content-Type": "application/json"}
 FORMAT = {
     "/v1/requests": "native",
     "/v1/litellm": "litellm",
@@ -165,6 +167,54 @@ def test_gzip_bomb_is_413_and_the_server_barely_grows(process):
         assert grew < 100 * 2**20
         good = c.post("/v1/requests", json=batch(5, "after-bomb"))
         assert good.status_code == 200 and good.json()["accepted"] == 5
+
+
+def test_four_concurrent_worst_bodies_per_route_stay_under_a_gib(process):
+    """16 MB of `[{},{},…]` (5.5 million items, gzipped to a few KB), as array and NDJSON,
+    and one LiteLLM payload whose metadata holds it: four of each at once on /v1/requests and
+    /v1/litellm are refused by count before any item is built; the server's peak RSS stays
+    far under the issue's 1 GiB bar (it was +1.7 GiB for one body on /v1/requests)."""
+    proc, url, token, _ = process
+    empties = b",".join([b"{}"] * 5_500_000)
+    lite = json.dumps({"id": "x", "prompt_tokens": 1, "completion_tokens": 1}).encode()[:-1]
+    worst = [
+        ("/v1/requests", "application/json", b"[" + empties + b"]"),
+        ("/v1/requests", "application/x-ndjson", empties.replace(b",", b"\n")),
+        ("/v1/litellm", "application/json", b"[" + empties + b"]"),
+        ("/v1/litellm", "application/x-ndjson", empties.replace(b",", b"\n")),
+        ("/v1/litellm", "application/json", lite + b', "metadata": [' + empties + b"]}"),
+    ]
+    sends = [(route, kind, gzip.compress(body, 1)) for route, kind, body in worst for _ in range(4)]
+    auth = {"Authorization": f"Bearer {token}"}
+    statuses: list[tuple[int, str]] = []
+
+    def send(route: str, kind: str, body: bytes) -> None:
+        headers = {**auth, "Content-Type": kind, "Content-Encoding": "gzip"}
+        with http.client(base_url=url, timeout=120) as c:
+            r = c.post(route, content=body, headers=headers)
+            statuses.append((r.status_code, r.json()["detail"]))
+
+    with http.client(base_url=url, headers=auth, timeout=60) as c:  # first-use imports
+        c.post("/v1/litellm", content=b"[" + empties[:299] + b"]", headers=JSON_TYPE)
+    before = _status(proc.pid)
+    Path(f"/proc/{proc.pid}/clear_refs").write_text("5")  # VmHWM := VmRSS
+    for group in range(0, len(sends), 4):  # four of one kind at once
+        threads = [threading.Thread(target=send, args=args) for args in sends[group : group + 4]]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    after = _status(proc.pid)
+    grew = after["VmHWM"] - before["VmRSS"]
+    print(
+        f"worst bodies, 4 at once per kind: server RSS {before['VmRSS'] / 2**20:.0f} MiB "
+        f"before, peak {after['VmHWM'] / 2**20:.0f} MiB (+{grew / 2**20:.1f} MiB)"
+    )
+    assert len(statuses) == len(sends)
+    for status, detail in statuses:
+        assert status == 400, detail
+        assert "more than the limit" in detail or "JSON objects and arrays" in detail, detail
+    assert grew < 256 * 2**20
 
 
 # -- slow clients -------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ SCRIPTS = sorted(p.stem for p in (ROOT / "bench").glob("*.py") if not p.stem.sta
 
 
 def test_every_bench_script_is_listed():
-    assert {"ingest", "query", "dashboard", "retention", "faults", "soak"} <= set(SCRIPTS)
+    assert {"ingest", "query", "dashboard", "retention", "faults", "soak", "bodies"} <= set(SCRIPTS)
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
