@@ -1,16 +1,17 @@
 """Worst bodies: the server's peak memory under tiny gzip bodies that inflate to huge batches.
 
-For each ingest route (/v1/requests as JSON and NDJSON, /v1/litellm, /v1/traces as protobuf
-and JSON, /v1/logs) a `tokenshape serve` subprocess, fresh for each body, gets --concurrency
-copies at once of each of the route's worst bodies: gzip-compressed, each under the body limit
-once inflated (TOKENSHAPE_MAX_BODY_BYTES, 16 MiB): millions of `{}` or of empty spans, 100k
-items (the item limit) stuffed with tiny nested containers, or one item whose unknown field
-holds 16 MB of `[{},…]`. The reference, measured in the same run, is valid batches of the same
-size (NDJSON records, and real GenAI spans). Per body it prints the answers' statuses and
-slowest time, and the server's RSS before and at its peak (VmHWM from /proc, the start's own
-peak reset through /proc/<pid>/clear_refs). The bar: peak RSS under --bar-mib (1 GiB) for
-every worst body; the script exits 1 when one passes it. A server past --kill-mib is killed (the
-machine is shared) and counts as over the bar.
+For each ingest route (/v1/requests as JSON and NDJSON, /v1/litellm, /v1/traces as protobuf and
+JSON, /v1/logs) a `tokenshape serve` subprocess, fresh for each body, gets --concurrency copies
+at once of each of the route's worst bodies: gzip-compressed, each under the body limit once
+inflated (TOKENSHAPE_MAX_BODY_BYTES, 16 MiB): millions of `{}` or of empty spans, 100k items
+(the item limit) stuffed with tiny nested containers, one item whose unknown field holds 16 MB
+of `[{},…]`, or (with a NaN, where that sends it to json.loads) 3 million one-character
+strings, 20x their size once built. The reference, measured in the same run, is valid batches
+of the same size (NDJSON records, and real GenAI spans). Per body it prints the answers'
+statuses and slowest time, and the server's RSS before and at its peak (VmHWM from /proc, the
+start's own peak reset through /proc/<pid>/clear_refs). The bar: peak RSS under --bar-mib (1
+GiB) for every worst body; the script exits 1 when one passes it. A server past --kill-mib is
+killed (the machine is shared) and counts as over the bar.
 """
 
 from __future__ import annotations
@@ -166,6 +167,9 @@ class Body:
     reference: bool = False
 
 
+# A one-character string json.loads cannot share (not Latin-1): ~60 bytes built, 3 sent.
+STR = '"\u0100"'.encode()
+
 BODIES = [
     Body("/v1/requests", NDJSON, "reference: valid records", lambda: _native_reference(True), True),
     Body("/v1/requests", JSON, "8M `{}` items", lambda: _fill(b"[", b"{}", b"]")),
@@ -182,7 +186,19 @@ BODIES = [
         "one item, 16 MB unknown field `[{},…]`",
         lambda: _fill(b'[{"model":"m","isl":1,"osl":1,"x":[', b"{}", b"]}]"),
     ),
+    Body(
+        "/v1/requests",
+        JSON,
+        "one item NaN + 3M 1-char strings",
+        lambda: _fill(b'[{"model":"m","isl":1,"osl":1,"ttft_ms":NaN,"x":[', STR, b"]}]"),
+    ),
     Body("/v1/requests", NDJSON, "8M `{}` lines", lambda: _fill(b"", b"{}", b"\n", b"\n")),
+    Body(
+        "/v1/requests",
+        NDJSON,
+        "one line NaN + 3M 1-char strings",
+        lambda: _fill(b'{"model":"m","isl":1,"osl":1,"ttft_ms":NaN,"x":[', STR, b"]}\n"),
+    ),
     Body(
         "/v1/requests",
         NDJSON,
@@ -196,6 +212,12 @@ BODIES = [
         lambda: _fill(b'{"model":"m","isl":1,"osl":1,"x":[', b"{}", b"]}\n"),
     ),
     Body("/v1/litellm", JSON, "8M `{}` items", lambda: _fill(b"[", b"{}", b"]")),
+    Body(
+        "/v1/litellm",
+        JSON,
+        "one item NaN + 3M 1-char strings",
+        lambda: _fill(b'[{"model":"m","startTime":NaN,"x":[', STR, b"]}]"),
+    ),
     Body(
         "/v1/litellm",
         JSON,
@@ -217,6 +239,18 @@ BODIES = [
         lambda: _attribute_spans(99_000, 80),
     ),
     Body("/v1/traces", PROTOBUF, "one span, 8M empty attributes", lambda: _one_span_with(9)),
+    Body(
+        "/v1/traces",
+        PROTOBUF,
+        "8M unknown varint fields",
+        lambda: _fill(b"", b"\x08\x00", b"", b""),
+    ),
+    Body(
+        "/v1/traces",
+        JSON,
+        "one span, 3M 1-char strings",
+        lambda: _fill(b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"x":[', STR, b"]}]}]}]}"),
+    ),
     Body(
         "/v1/traces",
         JSON,
@@ -254,6 +288,12 @@ BODIES = [
         JSON,
         "5M `{}` log records",
         lambda: _fill(b'{"resourceLogs":[{"scopeLogs":[{"logRecords":[', b"{}", b"]}]}]}"),
+    ),
+    Body(
+        "/v1/logs",
+        JSON,
+        "one record, 3M 1-char strings",
+        lambda: _fill(b'{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"x":[', STR, b"]}]}]}]}"),
     ),
 ]
 

@@ -26,6 +26,21 @@ _QUOTE, _BACKSLASH, _COMMA = 0x22, 0x5C, 0x2C
 _OPEN, _CLOSE = 0x7B, 0x7D
 _LEAD = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*")
 _WS = re.compile(rb"[ \t\r\n]*")
+# The body size the fixed bounds (values, containers, messages) are set for: a body limit
+# (TOKENSHAPE_MAX_BODY_BYTES) raised past it raises them in proportion (see `scaled`).
+BOUND_BODY_BYTES = 16 * 1024 * 1024
+# JSON values one body may hold before anything builds it as Python objects (json.loads:
+# ~60 bytes a one-character string, ~20x its 3 bytes on the wire). 16 MiB of real traffic
+# holds under 0.9 million (an SDK trace export 876k, native records 903k, LiteLLM 757k);
+# 2 million keeps four worst-case bodies at once well under a GiB. Per 16 MiB of body.
+MAX_JSON_VALUES = 2_000_000
+
+
+def scaled(bound: int, body_bytes: int) -> int:
+    """A bound set per BOUND_BODY_BYTES of body, for a body of `body_bytes`: the bound itself
+    up to 16 MiB, a multiple of it beyond (only a raised body limit lets such a body in), so
+    raising TOKENSHAPE_MAX_BODY_BYTES never refuses a valid body."""
+    return bound * max(1, -(-body_bytes // BOUND_BODY_BYTES))
 
 
 @dataclass(frozen=True)
@@ -39,11 +54,22 @@ class JsonShape:
 
 
 def json_shape(
-    body: bytes, *, max_top_items: int | None = None, max_containers: int | None = None
+    body: bytes,
+    *,
+    max_top_items: int | None = None,
+    max_containers: int | None = None,
+    max_values: int | None = None,
 ) -> JsonShape:
     """Count a JSON body's top-level array items, containers and values, in bounded memory;
     stops (truncated=True) at the end of the chunk where a bound was passed."""
-    return _scan(body, max_top_items, max_containers, None)
+    return _scan(body, max_top_items, max_containers, None, max_values)
+
+
+def values_bound(body: bytes) -> int:
+    """An upper bound on the JSON values of a body, counted in C: commas and `{`/`[` bytes
+    (inside strings too) + 1. Cheap; when it is over a bound, json_shape says exactly."""
+    (commas,) = count_bytes(body, _COMMA)
+    return commas + count_openers(body) + 1
 
 
 def split_array(
@@ -123,6 +149,7 @@ def _scan(
     max_top_items: int | None,
     max_containers: int | None,
     edges: list[np.ndarray] | None,
+    max_values: int | None = None,
 ) -> JsonShape:
     """The scan behind json_shape; with `edges`, also collects the offsets of the top-level
     array's commas and of its closing bracket (the scan then stops there)."""
@@ -185,6 +212,8 @@ def _scan(
             and top_commas + nonempty > max_top_items
             or max_containers is not None
             and containers > max_containers
+            or max_values is not None
+            and commas + containers + 1 > max_values
         ):
             truncated = True
             break
@@ -194,6 +223,47 @@ def _scan(
         values=commas + containers + 1,
         truncated=truncated,
     )
+
+
+def deep_regions(body: bytes, depth: int) -> list[tuple[int, int]]:
+    """The (start, end) byte offsets of each outermost container that opens deeper than
+    `depth` (end exclusive; a container never closed ends with the body): what to cut out of
+    a body for a recursive parser to build the rest. Memory: 8 bytes per structural byte of
+    a chunk, and two ints per region."""
+    view = memoryview(body)
+    in_string = backslashes = level_at = 0
+    regions: list[tuple[int, int]] = []
+    open_at = -1  # where the region being cut began
+    for begin in range(0, len(body), CHUNK):
+        d = np.frombuffer(view[begin : begin + CHUNK], np.uint8)
+        quotes = d == _QUOTE
+        backslashes = _unescape(d, quotes, backslashes)
+        quoted = np.flatnonzero(quotes)
+        low = d | 0x20
+        where = np.flatnonzero((low == _OPEN) | (low == _CLOSE))
+        if quoted.size or in_string:
+            inside = np.searchsorted(quoted, where)
+            inside += in_string
+            where = where[(inside & 1) == 0]
+            in_string ^= quoted.size & 1
+        if not where.size:
+            continue
+        step = (low[where] == _OPEN).view(np.int8) * 2 - 1
+        level = np.cumsum(step, dtype=np.int64)
+        level += level_at
+        level_at = int(level[-1])
+        # A region opens where the level first passes `depth`, and closes where it falls back.
+        deep = level > depth
+        edges = np.flatnonzero(np.diff(deep.view(np.int8), prepend=np.int8(open_at >= 0)))
+        for at in edges.tolist():
+            if deep[at]:
+                open_at = int(where[at]) + begin
+            else:
+                regions.append((open_at, int(where[at]) + begin + 1))
+                open_at = -1
+    if open_at >= 0:
+        regions.append((open_at, len(body)))
+    return regions
 
 
 def _unescape(d: np.ndarray, quotes: np.ndarray, carried: int) -> int:

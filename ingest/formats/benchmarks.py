@@ -20,6 +20,26 @@ class BenchmarkFormatError(ValueError):
     """The file is not in the expected benchmark format; names the format and the field."""
 
 
+class _BadField(ValueError):
+    """One request's field has the wrong type: that request is a reject naming it."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+# A row holding this key is a reject: (field, message), not a record (ingest/formats/files.py).
+REJECT = "_reject"
+
+
+def _reject_row(request_id: str, exc: _BadField) -> dict:
+    return {"request_id": request_id, REJECT: (exc.field, str(exc))}
+
+
+def _kind(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
 def _is_number(value: object) -> bool:
     """A JSON number (a boolean is not one)."""
     return isinstance(value, int | float) and not isinstance(value, bool)
@@ -72,7 +92,15 @@ def _prompt_text(payload: object) -> tuple[str, str | None]:
             if isinstance(content, str):
                 parts.append(content)
             elif isinstance(content, list):  # content parts
-                parts += [c.get("text", "") for c in content if isinstance(c, dict)]
+                for c in content:
+                    text = c.get("text", "") if isinstance(c, dict) else ""
+                    if not isinstance(text, str):
+                        raise _BadField(
+                            "request_inputs",
+                            "genai-perf: request_inputs: a message content part's text must "
+                            f"be a string, got {_kind(text)}",
+                        )
+                    parts.append(text)
         return "\n".join(parts), model
     for key in ("prompt", "text_input"):
         if isinstance(payload.get(key), str):
@@ -149,35 +177,54 @@ def genai_perf_rows(
             if not isinstance(req, dict) or not _is_number(req.get("timestamp")):
                 rows.append({"request_id": rid, "model": None, "isl": None, "osl": None})
                 continue  # rejected by the record rules, with the field named
-            start = req["timestamp"]
-            stamps = [t for t in req.get("response_timestamps") or [] if _is_number(t)]
-            inputs = req.get("request_inputs") or {}
-            text, payload_model = _prompt_text(inputs.get("payload", inputs))
-            row = {
-                "request_id": rid,
-                "started_at": _scaled(start, 1e9),
-                "model": model or payload_model or "genai-perf",
-                "isl": _text_tokens(text),
-                "osl": len(stamps),
-                "tokens_estimated": counter is None,
-                "stream": len(stamps) > 1,
-            }
-            if counter is not None:
-                row["isl"] = len(counter.encode(text).ids)
-                row["osl"] = len(counter.encode(_response_text(req.get("response_outputs"))).ids)
-            if stamps:
-                row["ttft_ms"] = _scaled(stamps[0] - start, 1e6)
-                row["e2e_ms"] = _scaled(stamps[-1] - start, 1e6)
-                if len(stamps) > 1:
-                    gaps = [_scaled(b - a, 1e6) for a, b in zip(stamps, stamps[1:], strict=False)]
-                    row["token_gaps_ms"] = gaps
-                    row["itl_ms"] = sum(gaps) / len(gaps)
-            else:
-                row["status"] = "error"
-                row["error_type"] = "no response"
-            rows.append(row)
+            try:
+                rows.append(_genai_perf_row(req, rid, model, counter))
+            except _BadField as exc:
+                rows.append(_reject_row(rid, exc))
     for start in range(0, len(rows), 50_000):
         yield start, rows[start : start + 50_000]
+
+
+def _genai_perf_row(req: dict, rid: str, model: str | None, counter) -> dict:
+    """One GenAI-Perf request as a row; _BadField when a field has the wrong type."""
+    start = req["timestamp"]
+    stamps = req.get("response_timestamps") or []
+    if not isinstance(stamps, list):
+        raise _BadField(
+            "response_timestamps",
+            f"genai-perf: response_timestamps must be a list of numbers, got {_kind(stamps)}",
+        )
+    stamps = [t for t in stamps if _is_number(t)]
+    inputs = req.get("request_inputs") or {}
+    if not isinstance(inputs, dict):
+        raise _BadField(
+            "request_inputs",
+            f"genai-perf: request_inputs must be an object, got {_kind(inputs)}",
+        )
+    text, payload_model = _prompt_text(inputs.get("payload", inputs))
+    row = {
+        "request_id": rid,
+        "started_at": _scaled(start, 1e9),
+        "model": model or payload_model or "genai-perf",
+        "isl": _text_tokens(text),
+        "osl": len(stamps),
+        "tokens_estimated": counter is None,
+        "stream": len(stamps) > 1,
+    }
+    if counter is not None:
+        row["isl"] = len(counter.encode(text).ids)
+        row["osl"] = len(counter.encode(_response_text(req.get("response_outputs"))).ids)
+    if stamps:
+        row["ttft_ms"] = _scaled(stamps[0] - start, 1e6)
+        row["e2e_ms"] = _scaled(stamps[-1] - start, 1e6)
+        if len(stamps) > 1:
+            gaps = [_scaled(b - a, 1e6) for a, b in zip(stamps, stamps[1:], strict=False)]
+            row["token_gaps_ms"] = gaps
+            row["itl_ms"] = sum(gaps) / len(gaps)
+    else:
+        row["status"] = "error"
+        row["error_type"] = "no response"
+    return row
 
 
 def _ms(metric: object, name: str, line: int) -> float | list | None:
@@ -215,6 +262,11 @@ def aiperf_rows(path: Path, model: str | None) -> Iterator[tuple[int, list[dict]
                     f"aiperf: line {n} has no metadata object; expected profile_export.jsonl"
                 )
             meta, metrics = rec["metadata"], rec.get("metrics") or {}
+            if not isinstance(metrics, dict):
+                rid = _label(meta.get("x_request_id") or f"{path.stem}-{n}")
+                why = f"aiperf: line {n}: metrics must be an object, got {_kind(metrics)}"
+                rows.append(_reject_row(rid, _BadField("metrics", why)))
+                continue
             start_ns = meta.get("request_start_ns")
             row: dict = {
                 "request_id": _label(meta.get("x_request_id") or f"{path.stem}-{n}"),

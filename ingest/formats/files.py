@@ -99,6 +99,10 @@ def _infinite_field(row: dict) -> str | None:
 def _records(dicts: list[dict], base: int) -> tuple[list[RecordIn], list[int], list[Reject]]:
     records, indexes, rejects = [], [], []
     for i, row in enumerate(dicts):
+        if benchmarks.REJECT in row:  # a benchmark mapper's reject: (field, message)
+            fld, msg = row[benchmarks.REJECT]
+            rejects.append(Reject(base + i, fld, msg, repr(row)[:4096]))
+            continue
         clean = _clean(row)
         infinite = _infinite_field(clean)
         if infinite is not None:  # msgspec.convert takes inf for a float >= 0

@@ -24,7 +24,6 @@ not an object, and times that are not finite epoch seconds or ISO 8601 text.
 
 from __future__ import annotations
 
-import json
 import math
 from datetime import UTC, datetime
 from urllib.parse import urlparse
@@ -41,7 +40,9 @@ from ingest.formats.native import (
     array_spans,
     check_containers,
     check_lines,
+    loads,
     nonblank_line_items,
+    strip_bom,
     too_many_items,
 )
 
@@ -352,7 +353,7 @@ def decode_item(raw: bytes, noun: str = "entry") -> object:
     except msgspec.DecodeError as exc:
         error: Exception = exc
     try:  # NaN / Infinity, which Python's json writes: the field gets the error
-        return json.loads(raw)
+        return loads(raw)
     except RecursionError:
         return _BadLine(f"litellm: {noun} nests JSON too deep to parse")
     except ValueError:
@@ -362,7 +363,7 @@ def decode_item(raw: bytes, noun: str = "entry") -> object:
 
 def _raw_items(body: bytes, ndjson: bool, max_items: int) -> tuple[list[bytes], str]:
     """Each item's raw JSON, counted before any is kept; and what an item is called."""
-    body = body.strip()
+    body = strip_bom(body)
     if not body:
         raise EnvelopeError("litellm: the body is empty: send the callback's JSON or NDJSON")
     if looks_like_gzip(body):  # JSON or NDJSON: never these two bytes first

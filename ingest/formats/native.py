@@ -13,14 +13,18 @@ import numpy as np
 import pyarrow as pa
 
 from app.storage.batches import Reject
+from app.storage.schema import MAX_TOKENS
 from ingest.body import GZIP_HINT, looks_like_gzip
 from ingest.jsonscan import (
+    MAX_JSON_VALUES,
     JsonShape,
     count_bytes,
     count_openers,
     json_shape,
     nonblank_lines,
+    scaled,
     split_array,
+    values_bound,
 )
 from ingest.records import RecordIn, build_rows, describe_error
 
@@ -35,14 +39,41 @@ TOO_DEEP = "the body nests JSON too deep to parse; records are flat JSON objects
 # of real traffic holds well under 400,000 (one per 40+ bytes), 16 MB of `[{},{},…]` 5.6
 # million. The bound matters where a body or an item is built as Python objects (the lenient
 # parse of NaN/Infinity): a million containers cost ~100 MB, so four such bodies at once stay
-# under a GiB. It grows with TOKENSHAPE_MAX_ITEMS_PER_REQUEST (ten per item allowed).
+# under a GiB. It grows with TOKENSHAPE_MAX_ITEMS_PER_REQUEST (ten per item allowed) and
+# with the body: a million per 16 MiB of it (a raised TOKENSHAPE_MAX_BODY_BYTES lets bigger
+# bodies in, and they may hold more), like MAX_JSON_VALUES.
 MIN_CONTAINERS = 1_000_000
 CONTAINERS_PER_ITEM = 10
+# Python refuses to read an integer of more digits than this (sys.get_int_max_str_digits).
+INT_DIGITS = 4300
 
 
-def container_limit(max_items: int) -> int:
-    """The most JSON objects and arrays one body may hold, given the item limit."""
-    return max(MIN_CONTAINERS, CONTAINERS_PER_ITEM * max_items)
+def container_limit(max_items: int, body_bytes: int = 0) -> int:
+    """The most JSON objects and arrays one body of `body_bytes` may hold, given the item
+    limit: a million per 16 MiB of body, at least ten per item."""
+    return max(scaled(MIN_CONTAINERS, body_bytes), CONTAINERS_PER_ITEM * max_items)
+
+
+class HugeInt:
+    """An integer of more digits than Python reads (json.loads' parse_int gives it instead
+    of raising for the whole body): whatever field holds it is refused, alone."""
+
+    def __repr__(self) -> str:
+        return f"a number of more than {INT_DIGITS:,} digits"
+
+    __str__ = __repr__
+
+
+def parse_int(text: str) -> int | HugeInt:
+    """json.loads' parse_int: an int, or a HugeInt past INT_DIGITS digits."""
+    if len(text) - text.startswith("-") > INT_DIGITS:
+        return HugeInt()
+    return int(text)
+
+
+def loads(data: bytes | str) -> object:
+    """json.loads, an integer too long to read a HugeInt (not a ValueError for the body)."""
+    return json.loads(data, parse_int=parse_int)
 
 
 def too_many_items(count: int, max_items: int, *, at_least: bool = False) -> EnvelopeError:
@@ -53,18 +84,32 @@ def too_many_items(count: int, max_items: int, *, at_least: bool = False) -> Env
     )
 
 
-def check_containers(body: bytes, max_items: int) -> None:
-    """EnvelopeError when the body holds more JSON containers than `container_limit`; the
-    bytes `{` and `[` counted first (in C), the exact scan only when that count is over."""
-    limit = container_limit(max_items)
-    if count_openers(body) <= limit:
+def check_containers(body: bytes, max_items: int, prefix: str = "") -> None:
+    """EnvelopeError when the body holds more JSON containers than `container_limit` or
+    more values than MAX_JSON_VALUES (both per 16 MiB of body): what json.loads would build.
+    The bytes `{`, `[` and `,` counted first (in C), the exact scan only when over."""
+    limit = container_limit(max_items, len(body))
+    values = scaled(MAX_JSON_VALUES, len(body))
+    openers = count_openers(body)
+    if openers <= limit and values_bound(body) <= values:
         return
-    shape = json_shape(body, max_containers=limit)
+    shape = json_shape(body, max_containers=limit, max_values=values)
     if shape.containers > limit:
         raise EnvelopeError(
-            f"the body holds more than {limit:,} JSON objects and arrays (ten per item "
-            "allowed, at least a million): send fewer nested values or split the batch"
+            f"{prefix}the body holds more than {limit:,} JSON objects and arrays (ten per "
+            "item allowed, at least a million per 16 MiB of body): send fewer nested values "
+            "or split the batch"
         )
+    if shape.values > values:
+        raise EnvelopeError(too_many_values(values, prefix))
+
+
+def too_many_values(limit: int, prefix: str = "") -> str:
+    """The refusal of a body holding more JSON values than it may."""
+    return (
+        f"{prefix}the body holds more than {limit:,} JSON values (numbers, strings, objects "
+        "and arrays), the most one request may carry: send fewer values or split the batch"
+    )
 
 
 def _checked(body: bytes, max_items: int) -> bool:
@@ -113,7 +158,7 @@ class Parsed:
 def _lenient_item(raw: bytes) -> RecordIn:
     """Parse one item accepting NaN/Infinity, so the answer can name the field instead."""
     try:
-        obj = json.loads(raw)
+        obj = loads(raw)
     except (ValueError, RecursionError) as exc:
         raise ValueError(f"not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(obj, dict):
@@ -122,6 +167,8 @@ def _lenient_item(raw: bytes) -> RecordIn:
         if key not in _FIELD_NAMES:  # unknown fields are ignored, NaN or not
             continue
         values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, HugeInt) for v in values):
+            raise FieldError(key, f"{key}: a number has more than {INT_DIGITS:,} digits")
         bad = next((v for v in values if isinstance(v, float) and not math.isfinite(v)), None)
         if bad is not None:
             raise FieldError(key, f"{key}: must be a finite number, got {bad}")
@@ -152,7 +199,7 @@ def _item(raw: bytes, index: int, out: list, idx: list, rejects: list) -> None:
         )
         return
     except msgspec.ValidationError as exc:
-        fld, msg = describe_error(exc)
+        fld, msg = _out_of_range(*describe_error(exc))
         if "Expected `object`" in str(exc) and " - at " not in str(exc):
             fld, msg = None, "each record must be a JSON object"
         rejects.append(Reject(index, fld, msg, raw.decode(errors="replace")))
@@ -162,7 +209,7 @@ def _item(raw: bytes, index: int, out: list, idx: list, rejects: list) -> None:
     try:
         rec = _lenient_item(raw)
     except msgspec.ValidationError as exc:
-        fld, msg = describe_error(exc)
+        fld, msg = _out_of_range(*describe_error(exc))
         rejects.append(Reject(index, fld, msg, raw.decode(errors="replace")))
     except ValueError as exc:
         fld = exc.field if isinstance(exc, FieldError) else None
@@ -170,6 +217,19 @@ def _item(raw: bytes, index: int, out: list, idx: list, rejects: list) -> None:
     else:
         out.append(rec)
         idx.append(index)
+
+
+_TOKEN_FIELDS = frozenset({"isl", "osl", "cached_tokens"})
+
+
+def _out_of_range(fld: str | None, msg: str) -> tuple[str | None, str]:
+    """msgspec's "Number out of range" (a number past 64 bits or a double) with the range
+    the field takes, as the other mappers say it."""
+    if fld is None or not msg.endswith(("Number out of range", "Integer value out of range")):
+        return fld, msg
+    if fld in _TOKEN_FIELDS:
+        return fld, f"{fld}: must be a whole number from 0 to {MAX_TOKENS:,}, got one out of range"
+    return fld, f"{fld}: must be a finite number, got one out of range"
 
 
 def item_errors(raw: bytes, index: int) -> Reject | RecordIn:
@@ -204,9 +264,7 @@ def parse(
     body: bytes, *, ndjson: bool, gateway: str, received_at: datetime, max_items: int
 ) -> Parsed:
     """Parse a whole body; raises EnvelopeError when nothing in it is usable."""
-    body = body.strip()
-    if body.startswith(b"\xef\xbb\xbf"):
-        body = body[3:].strip()
+    body = strip_bom(body)
     if not body:
         raise EnvelopeError("the body is empty: send a JSON object, a JSON array or NDJSON")
     if looks_like_gzip(body):  # JSON or NDJSON: never these two bytes first
@@ -265,6 +323,14 @@ def parse(
     return Parsed(built.table, rejects, total, built.hashes)
 
 
+def strip_bom(body: bytes) -> bytes:
+    """The body without surrounding whitespace and a leading UTF-8 byte order mark."""
+    body = body.strip()
+    if body.startswith(b"\xef\xbb\xbf"):
+        body = body[3:].strip()
+    return body
+
+
 def _one_object_per_line(body: bytes, objects: int) -> bool:
     """Whether `objects` JSON objects decoded from a stripped body were one per line.
 
@@ -311,7 +377,7 @@ def _single(body: bytes) -> bool:
     except msgspec.DecodeError as exc:
         error = exc
     try:  # NaN / Infinity literals: the item gets an error naming its field
-        json.loads(body)
+        loads(body)
         return True
     except RecursionError:
         raise EnvelopeError(TOO_DEEP) from None

@@ -17,11 +17,13 @@ Every span and log record sent counts against TOKENSHAPE_MAX_ITEMS_PER_REQUEST, 
 and is counted before the body is parsed: protobuf from its wire format (ingest/formats/
 protowire.py), JSON from its shape (ingest/jsonscan.py), so a body of millions of empty items
 is refused for the price of counting to the limit; nested messages are bounded too
-(MAX_MESSAGES, MAX_JSON_CONTAINERS). Each item maps on its own: one that cannot be decoded or
-mapped is a reject naming its attribute, never the loss of the batch (a body in which no item
-decodes is refused whole). Token counts are integers (a whole double is taken: JavaScript SDKs
-send doubles); TTFT and duration are seconds from 0 to MAX_SECONDS; a boolean, a string, an
-empty value or an array where a number belongs is a reject, never read as 1 or 0.
+(MAX_MESSAGES, every field the wire walk visits; MAX_JSON_CONTAINERS and MAX_JSON_VALUES before
+json.loads), each per 16 MiB of body so a raised body limit raises them. Each item maps on its
+own: one that cannot be decoded or mapped is a reject naming its attribute, never the loss of
+the batch (a body in which no item decodes is refused whole). Token counts are integers (a
+whole double is taken: JavaScript SDKs send doubles); TTFT and duration are seconds from 0 to
+MAX_SECONDS; a boolean, a string, an empty value or an array where a number belongs is a
+reject, never read as 1 or 0.
 """
 
 from __future__ import annotations
@@ -54,8 +56,15 @@ from app.storage.schema import MAX_TOKENS
 from ingest.body import GZIP_HINT, looks_like_gzip
 from ingest.formats import protowire
 from ingest.formats.mapped import check
-from ingest.formats.native import EnvelopeError, Parsed
-from ingest.jsonscan import json_shape
+from ingest.formats.native import (
+    INT_DIGITS,
+    EnvelopeError,
+    HugeInt,
+    Parsed,
+    loads,
+    too_many_values,
+)
+from ingest.jsonscan import MAX_JSON_VALUES, deep_regions, json_shape, scaled, values_bound
 from ingest.sampling import PROBABILITY_ATTRIBUTE, from_attributes, shown, threshold_probability
 
 SOURCE_FIELD = {
@@ -81,10 +90,17 @@ TTFT = "gen_ai.response.time_to_first_chunk"
 # Nested messages (items, attributes, their values) one request may hold. Parsed, each costs
 # ~100 bytes whatever its size on the wire (2 bytes when empty): this keeps four concurrent
 # worst-case bodies well under a GiB, and is twice what a body-limit batch of real spans holds.
+# The wire walk counts every field it visits against it (stepping over 8 million unknown
+# fields costs as much as counting 8 million messages). Per 16 MiB of body: a body limit
+# raised past 16 MiB raises it in proportion (jsonscan.scaled), like the JSON bounds below.
 MAX_MESSAGES = 2_000_000
 # JSON objects and arrays one OTLP/JSON request may hold; a Python dict costs more than a
-# parsed protobuf message, hence fewer. A real span is ~25 of them in ~1 KB.
+# parsed protobuf message, hence fewer. A real span is ~25 of them in ~1 KB. Per 16 MiB.
 MAX_JSON_CONTAINERS = 1_000_000
+# A container this deep in OTLP/JSON is cut out before json.loads (which gives up near a
+# thousand levels, for the whole body): the span holding it is then a reject on its own.
+JSON_CUT_DEPTH = 400
+_DEEP = "\u0000tokenshape: nests too deep\u0000"  # what a cut container is replaced by
 # The longest time in seconds a request's TTFT or duration may say: beyond it (1e300 s, say)
 # the number is garbage, however finite.
 MAX_SECONDS = 7 * 24 * 3600
@@ -174,7 +190,7 @@ def _protobuf_items(body: bytes, logs: bool, max_items: int) -> Iterator[Item]:
     is one reject."""
     kind = ExportLogsServiceRequest if logs else ExportTraceServiceRequest
     walk = _LOGS if logs else _TRACES
-    tally = protowire.Tally(max_items, MAX_MESSAGES, ranges=[])
+    tally = protowire.Tally(max_items, scaled(MAX_MESSAGES, len(body)), ranges=[])
     with _refusals(kind.DESCRIPTOR.name, logs, max_items):
         protowire.count(body, walk.envelope, tally)
     ranges = tally.ranges or []
@@ -183,8 +199,8 @@ def _protobuf_items(body: bytes, logs: bool, max_items: int) -> Iterator[Item]:
         begin, start, stop = ranges[i]
         if stop - start > ITEM_WALK_BYTES:  # big enough to hold many messages: count them first
             with _refusals(kind.DESCRIPTOR.name, logs, max_items):
-                protowire.count(body[start:stop], walk.item, tally)
-            yield _one(body[start:stop], logs)
+                broken = _walk_item(body, start, stop, walk.item, tally, logs)
+            yield broken or _one(body[start:stop], logs, walk.item)
             i += 1
             continue
         j = i + 1  # the run: items that follow each other with nothing between them
@@ -199,7 +215,7 @@ def _protobuf_items(body: bytes, logs: bool, max_items: int) -> Iterator[Item]:
             # The run's bytes are the items' fields of their ScopeSpans (ScopeLogs) as sent.
             holder = (ScopeLogs if logs else ScopeSpans).FromString(body[begin : ranges[j - 1][2]])
         except DecodeError:  # one of them does not decode: each on its own
-            run = [_one(body[start:stop], logs) for _, start, stop in ranges[i:j]]
+            run = [_one(body[start:stop], logs, walk.item) for _, start, stop in ranges[i:j]]
         else:
             items = holder.log_records if isinstance(holder, ScopeLogs) else holder.spans
             run = [(item, None) for item in items]
@@ -210,17 +226,46 @@ def _protobuf_items(body: bytes, logs: bool, max_items: int) -> Iterator[Item]:
                 tally.messages += 1 + 2 * len(item.attributes)  # type: ignore[attr-defined]
                 if isinstance(item, Span):
                     tally.messages += len(item.events) + len(item.links)
-                if tally.messages > MAX_MESSAGES:
-                    raise _too_many_messages(logs)
+                if tally.messages > tally.max_messages:
+                    raise _too_many_messages(logs, tally.max_messages)
             yield item, failure
         i = j
 
 
-def _one(data: bytes, logs: bool) -> Item:
+def _walk_item(
+    body: bytes,
+    start: int,
+    stop: int,
+    table: protowire.Table,
+    tally: protowire.Tally,
+    logs: bool,
+    of: str = "the body",
+) -> Item | None:
+    """Count one item's fields on the wire; its reject when it nests too deep or its bytes
+    are broken (that item alone: only TooMany refuses the body), else None."""
+    try:
+        protowire.count(body, table, tally, start, stop)
+    except protowire.TooDeep:
+        why = (
+            f"otlp: the {_what(logs)} nests protobuf messages more than {protowire.MAX_DEPTH} deep"
+        )
+        return None, (None, why, body[start : start + 256].hex())
+    except protowire.WireError as exc:  # its offsets are the body's
+        why = f"otlp: the {_what(logs)} is not valid protobuf ({exc} of {of})"
+        return None, (None, why, body[start : start + 256].hex())
+    return None
+
+
+def _one(data: bytes, logs: bool, table: protowire.Table) -> Item:
     """One item from its bytes, or why it does not decode."""
     try:
         return (LogRecord if logs else Span).FromString(data), None
     except DecodeError as exc:  # invalid UTF-8 in a string, nesting deeper than upb allows
+        # upb says only "Error parsing message": the walk tells too deep or broken apart.
+        probe = protowire.Tally(1, len(data) + 1)
+        broken = _walk_item(data, 0, len(data), table, probe, logs, f"the {_what(logs)}")
+        if broken is not None:
+            return broken
         why = f"otlp: the {_what(logs)} is not valid protobuf ({exc})"
         return None, (None, why, data[:256].hex())
 
@@ -233,7 +278,7 @@ def _refusals(name: str, logs: bool, max_items: int) -> Iterator[None]:
     except protowire.TooMany as exc:
         if exc.what == "items":
             raise _too_many(f"more than {max_items}", max_items, logs) from None
-        raise _too_many_messages(logs) from None
+        raise _too_many_messages(logs, exc.limit) from None
     except protowire.TooDeep:
         raise EnvelopeError(
             f"otlp: the body nests protobuf messages more than {protowire.MAX_DEPTH} deep: "
@@ -243,10 +288,11 @@ def _refusals(name: str, logs: bool, max_items: int) -> Iterator[None]:
         raise EnvelopeError(f"otlp: the body is not an OTLP {name} in protobuf ({exc})") from None
 
 
-def _too_many_messages(logs: bool) -> EnvelopeError:
+def _too_many_messages(logs: bool, limit: int) -> EnvelopeError:
     return EnvelopeError(
-        f"otlp: the request holds more than {MAX_MESSAGES} protobuf messages ({_what(logs)}s, "
-        "attributes and their values), the most one request may carry; split the batch"
+        f"otlp: the request holds more than {limit} protobuf fields and messages "
+        f"({_what(logs)}s, attributes and their values), the most one request may carry; "
+        "split the batch"
     )
 
 
@@ -255,35 +301,50 @@ def _json_items(body: bytes, logs: bool, max_items: int) -> list[Item]:
     name = (ExportLogsServiceRequest if logs else ExportTraceServiceRequest).DESCRIPTOR.name
     if not body.strip():
         raise EnvelopeError(f"otlp: the body is empty: send an OTLP {name} in JSON")
-    shape = json_shape(body, max_containers=MAX_JSON_CONTAINERS)
-    if shape.truncated:
+    containers = scaled(MAX_JSON_CONTAINERS, len(body))
+    values = scaled(MAX_JSON_VALUES, len(body))
+    # Counted before json.loads builds them: commas and brackets in C first, the exact scan
+    # only when that is over (a body of 3 million one-character strings costs 20x its size).
+    many = values_bound(body) > values
+    shape = json_shape(body, max_containers=containers, max_values=values if many else None)
+    if shape.containers > containers:
         raise EnvelopeError(
-            f"otlp: the body holds more than {MAX_JSON_CONTAINERS} JSON objects and arrays "
+            f"otlp: the body holds more than {containers} JSON objects and arrays "
             f"({_what(logs)}s, attributes and their values), the most one request may carry; "
             "split the batch"
         )
+    if shape.values > values:
+        raise EnvelopeError(too_many_values(values, "otlp: "))
     try:
-        obj = json.loads(body)
+        obj, cut = _loads(body)
     except RecursionError:
         raise EnvelopeError(f"otlp: the body nests too deep to be an OTLP {name}") from None
     except ValueError as exc:
         raise EnvelopeError(f"otlp: the body is not an OTLP {name} in JSON ({exc})") from None
+    too_deep = EnvelopeError(f"otlp: the body nests too deep to be an OTLP {name}")
+    if cut and not isinstance(obj, dict):
+        raise too_deep
     if not isinstance(obj, dict):
         raise EnvelopeError(
-            f"otlp: the body must be a JSON object (an OTLP {name}), not {type(obj).__name__}"
+            f"otlp: the body must be a JSON object (an OTLP {name}), not {_type(obj)}"
         )
     raws = _json_path(obj, _JSON_PATH[logs], name)
+    deep = [cut and isinstance(raw, dict) and _holds(raw, _DEEP) for raw in raws]
+    if cut and not any(deep):  # what nests too deep is the envelope, not an item
+        raise too_deep
     if len(raws) > max_items:
         raise _too_many(str(len(raws)), max_items, logs)
     item_type = LogRecord if logs else Span
     out: list[Item] = []
-    for raw in raws:
+    for index, raw in enumerate(raws):
         if not isinstance(raw, dict):
-            why = f"otlp: each {_what(logs)} must be a JSON object, not {type(raw).__name__}"
+            why = f"otlp: each {_what(logs)} must be a JSON object, not {_type(raw)}"
             out.append((None, (None, why, _dumps(raw))))
             continue
         message = item_type()
         try:
+            if deep[index]:
+                raise RecursionError
             json_format.ParseDict(_hex_ids(raw), message, ignore_unknown_fields=True)
         except RecursionError:
             why = f"otlp: the {_what(logs)} nests too deep"
@@ -291,11 +352,54 @@ def _json_items(body: bytes, logs: bool, max_items: int) -> list[Item]:
         # The JSON mapping raises TypeError/AttributeError for values of the wrong JSON type.
         except (json_format.ParseError, ValueError, TypeError, AttributeError) as exc:
             field = _json_culprit(raw, str(exc))
-            why = f"otlp: {field or _what(logs)}: {str(exc)[:MESSAGE_CHARS]}"
+            if "'HugeInt'" in str(exc):
+                detail = f"a number has more than {INT_DIGITS:,} digits"
+            else:
+                detail = str(exc)[:MESSAGE_CHARS]
+            why = f"otlp: {field or _what(logs)}: {detail}"
             out.append((None, (field, why, _dumps(raw))))
         else:
             out.append((message, None))
     return out
+
+
+def _loads(body: bytes) -> tuple[object, bool]:
+    """The body as JSON (a HugeInt for an integer too long to read), and whether containers
+    nested deeper than JSON_CUT_DEPTH had to be cut out (each replaced by _DEEP) for it to
+    load: json.loads refuses a whole body for one span nested too deep."""
+    try:
+        return loads(body), False
+    except RecursionError:
+        regions = deep_regions(body, JSON_CUT_DEPTH)
+        if not regions:
+            raise
+    marker = json.dumps(_DEEP).encode()
+    pieces: list[bytes] = []
+    at = 0
+    for start, end in regions:
+        pieces += (body[at:start], marker)
+        at = end
+    pieces.append(body[at:])
+    return loads(b"".join(pieces)), True
+
+
+def _type(value: object) -> str:
+    """A JSON value's type, as a refusal names it."""
+    return str(value) if isinstance(value, HugeInt) else type(value).__name__
+
+
+def _holds(obj: object, text: str) -> bool:
+    """Whether a JSON value holds the string `text` anywhere (iteratively: it may nest)."""
+    stack = [obj]
+    while stack:
+        value = stack.pop()
+        if value == text:
+            return True
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return False
 
 
 def _json_path(obj: dict, path: tuple[tuple[str, ...], ...], name: str) -> list:
@@ -310,8 +414,7 @@ def _json_path(obj: dict, path: tuple[tuple[str, ...], ...], name: str) -> list:
                 continue
             if not isinstance(value, list):
                 raise EnvelopeError(
-                    f"otlp: {key} must be a JSON array, not {type(value).__name__} (in an "
-                    f"OTLP {name})"
+                    f"otlp: {key} must be a JSON array, not {_type(value)} (in an OTLP {name})"
                 )
             if depth < len(path) - 1 and not all(isinstance(v, dict) for v in value):
                 raise EnvelopeError(f"otlp: each of {key} must be a JSON object (an OTLP {name})")

@@ -27,11 +27,12 @@ class WireError(ValueError):
 
 
 class TooMany(Exception):
-    """A count passed its bound; `what` is "items" or "messages"."""
+    """A count passed its bound; `what` is "items" or "messages", `limit` the bound."""
 
-    def __init__(self, what: str):
+    def __init__(self, what: str, limit: int):
         super().__init__(what)
         self.what = what
+        self.limit = limit
 
 
 class TooDeep(Exception):
@@ -43,7 +44,7 @@ class Tally:
     """What a walk counted, and its bounds."""
 
     max_items: int
-    max_messages: int
+    max_messages: int  # bounds `messages`: every field visited (a message or not)
     items: int = 0
     messages: int = 0
     # Where each item is, if asked: (its tag's offset, its payload's offset, its end).
@@ -87,11 +88,14 @@ def tables(root: Descriptor, items: FieldDescriptor) -> Tables:
     return Tables(envelope(root, frozenset()) or {}, whole, memo[items.message_type.full_name])
 
 
-def count(data: bytes, table: Table, tally: Tally) -> Tally:
-    """Walk `data` as the message `table` describes, counting into `tally`; raises TooMany
-    when a bound is passed, TooDeep, or WireError (with the byte offset) for broken bytes."""
+def count(data: bytes, table: Table, tally: Tally, start: int = 0, end: int | None = None) -> Tally:
+    """Walk `data[start:end]` (unsliced: byte offsets stay the body's) as the message `table`
+    describes, counting into `tally`; raises TooMany when a bound is passed, TooDeep, or
+    WireError (with the byte offset) for broken bytes. Every field visited counts against
+    max_messages, stepped over or not: 8 million unknown `08 00` fields store nothing but
+    cost a walk as long as 8 million messages."""
     try:
-        _walk(data, 0, len(data), table, 0, tally, 0)
+        _walk(data, start, len(data) if end is None else end, table, 0, tally, 0)
     except IndexError:
         raise WireError("the message is truncated (a field runs past the end)") from None
     return tally
@@ -117,6 +121,9 @@ def _walk(
     where it ended."""
     while pos < end:
         begin = pos
+        tally.messages += 1  # every field, a message or not
+        if tally.messages > tally.max_messages:
+            raise TooMany("messages", tally.max_messages)
         tag = data[pos]
         pos += 1
         if tag >= 0x80:
@@ -135,13 +142,10 @@ def _walk(
             sub = table.get(number)
             if sub is not None:
                 inner, is_item = sub
-                tally.messages += 1
-                if tally.messages > tally.max_messages:
-                    raise TooMany("messages")
                 if is_item:
                     tally.items += 1
                     if tally.items > tally.max_items:
-                        raise TooMany("items")
+                        raise TooMany("items", tally.max_items)
                     if tally.ranges is not None:
                         tally.ranges.append((begin, pos, stop))
                 if inner is not None and size:

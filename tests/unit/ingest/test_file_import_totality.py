@@ -63,3 +63,38 @@ def test_aiperf_overflow_and_booleans_never_crash_the_import(tmp_path: Path):
     assert row["error_type"] == "a very large number" == row["request_id"]
     ((batch, items),) = list(batches(path, "aiperf", "g", None, NOW))
     assert items == 1 and [r.field for r in batch.rejects] == ["started_at"]
+
+
+def test_benchmark_fields_of_the_wrong_type_are_rejects_naming_them(tmp_path: Path):
+    """Each raised TypeError/AttributeError mid-import (a traceback, a half-imported file)."""
+    ok = {"timestamp": T0, "response_timestamps": [T0 + 10**8]}
+    requests = [
+        {"timestamp": T0, "response_timestamps": 5},
+        {"timestamp": T0, "request_inputs": [1]},
+        {
+            "timestamp": T0,
+            "request_inputs": {"payload": {"messages": [{"content": [{"text": 5}]}]}},
+        },
+        ok,
+    ]
+    path = tmp_path / "profile_export.json"
+    path.write_text(json.dumps({"experiments": [{"requests": requests}]}))
+    ((batch, items),) = list(batches(path, "genai-perf", "g", None, NOW))
+    assert (items, batch.rows.num_rows) == (4, 1)
+    assert [(r.index, r.field) for r in batch.rejects] == [
+        (0, "response_timestamps"),
+        (1, "request_inputs"),
+        (2, "request_inputs"),
+    ]
+    assert "must be a list" in batch.rejects[0].reason
+    assert "text must be a string" in batch.rejects[2].reason
+    lines = [
+        {"metadata": {}, "metrics": [1]},
+        {"metadata": {"request_start_ns": T0}, "metrics": {}},
+    ]
+    path = tmp_path / "profile_export.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    ((batch, items),) = list(batches(path, "aiperf", "g", None, NOW))
+    assert items == 2
+    assert [(r.index, r.field) for r in batch.rejects][:1] == [(0, "metrics")]
+    assert "metrics must be an object" in batch.rejects[0].reason

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from datetime import UTC, datetime
 
 import pytest
 from google.protobuf.message import DecodeError
@@ -24,6 +25,7 @@ WALK = protowire.tables(
     ExportTraceServiceRequest.DESCRIPTOR, ScopeSpans.DESCRIPTOR.fields_by_name["spans"]
 )
 ENVELOPE, FULL = WALK.envelope, WALK.full
+NOW = datetime(2026, 11, 20, 12, tzinfo=UTC)
 
 
 def _field(number: int, payload: bytes) -> bytes:
@@ -40,8 +42,35 @@ def test_the_walk_counts_what_protobuf_parses():
     body = request.SerializeToString()
     assert protowire.count(body, ENVELOPE, _tally()).items == 8
     full = protowire.count(body, FULL, _tally())
-    # 2 resource spans, 2 scope spans, 8 spans, 7 x 5 attributes each with its value.
-    assert (full.items, full.messages) == (8, 2 + 2 + 8 + 7 * 5 * 2)
+    # Every field counts, a message or not (what protobuf would set, ListFields recursively).
+    assert (full.items, full.messages) == (8, _fields(request))
+
+
+def _fields(message) -> int:
+    """The fields a message holds on the wire, its sub-messages' included."""
+    total = 0
+    for desc, value in message.ListFields():
+        values = value if desc.is_repeated else [value]
+        total += len(values)
+        if desc.type == desc.TYPE_MESSAGE:
+            total += sum(_fields(v) for v in values)
+    return total
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"\x08\x00" * 1001,  # unknown varints at the root
+        b"\x0b\x0c" * 1001,  # empty groups at the root
+        _field(1, _field(2, b"\x18\x00" * 1001)),  # unknown varints in ScopeSpans
+    ],
+    ids=["varints", "groups", "scope-varints"],
+)
+def test_every_field_stepped_over_counts_against_the_bound(body):
+    """8 million of these stored nothing and cost seconds of CPU, counted nowhere."""
+    with pytest.raises(protowire.TooMany) as exc:
+        protowire.count(body, ENVELOPE, _tally(messages=1000))
+    assert exc.value.what == "messages"
 
 
 def test_the_walk_stops_at_the_limit_before_reading_further():
@@ -71,6 +100,96 @@ def test_broken_wire_bytes_are_named(body):
         protowire.count(body, FULL, _tally())
     with pytest.raises(otlp.EnvelopeError, match="in protobuf"):
         otlp.parse(body, json_body=False, gateway="g", received_at=otlp.datetime.now(), max_items=9)
+
+
+def _span(span_id: bytes, *extra: bytes) -> bytes:
+    """A GenAI span's bytes (span id, times, model and token attributes), then `extra`."""
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+    span = Span(span_id=span_id, start_time_unix_nano=T0, end_time_unix_nano=T0 + 10**9)
+    for key, value in (("gen_ai.usage.input_tokens", 5), ("gen_ai.usage.output_tokens", 5)):
+        attribute = span.attributes.add()
+        attribute.key, attribute.value.int_value = key, value
+    model = span.attributes.add()
+    model.key, model.value.string_value = "gen_ai.request.model", "m"
+    return span.SerializeToString() + b"".join(extra)
+
+
+def _deep_attribute(levels: int) -> bytes:
+    """Span.attributes holding a kvlist nested `levels` deep (3 messages a level)."""
+    inner = _field(1, b"s")
+    for _ in range(levels):
+        inner = _field(6, _field(1, _field(1, b"k") + _field(2, inner)))
+    return _field(9, _field(1, b"deep") + _field(2, inner))
+
+
+T0 = 1_795_000_000_000_000_000
+PAD = _field(9, _field(1, b"pad") + _field(2, _field(1, b"x" * 70_000)))  # past ITEM_WALK_BYTES
+BROKEN = b"\x4a\x05\x0a\x09"  # an attribute of 5 bytes whose key claims 9
+
+
+@pytest.mark.parametrize(
+    ("extra", "reason"),
+    [
+        ((PAD, _deep_attribute(60)), "the span nests protobuf messages more than 100 deep"),
+        ((_deep_attribute(60),), "the span nests protobuf messages more than 100 deep"),
+        ((PAD, BROKEN), "runs past the end of its message of the body"),
+        ((BROKEN,), "runs past the end of its message of the span"),
+    ],
+    ids=["big-deep", "small-deep", "big-broken", "small-broken"],
+)
+def test_one_bad_protobuf_span_is_its_own_reject(extra, reason):
+    """A big span's wire walk refused the whole batch; a small one got upb's bare words."""
+    spans = _field(2, _span(b"\x01" * 8)) + _field(2, _span(b"\x02" * 8, *extra))
+    body = _field(1, _field(2, spans))
+    parsed, _ = otlp.parse(body, json_body=False, gateway="g", received_at=NOW, max_items=9)
+    assert parsed.rows.num_rows == 1
+    (reject,) = parsed.rejects
+    assert reject.index == 1 and reason in reject.reason
+    if "of the body" in reason:  # the offset is the body's: past the first span and the pad
+        at = int(reject.reason.split("at byte ")[1].split()[0])
+        assert at > 70_000
+
+
+def _json_spans(*spans: str) -> bytes:
+    return ('{"resourceSpans":[{"scopeSpans":[{"spans":[' + ",".join(spans) + "]}]}]}").encode()
+
+
+GOOD_JSON = json.dumps(
+    {
+        "spanId": "01" * 8,
+        "startTimeUnixNano": str(T0),
+        "endTimeUnixNano": str(T0 + 10**9),
+        "attributes": [
+            {"key": "gen_ai.request.model", "value": {"stringValue": "m"}},
+            {"key": "gen_ai.usage.input_tokens", "value": {"intValue": 5}},
+            {"key": "gen_ai.usage.output_tokens", "value": {"intValue": 5}},
+        ],
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("bad", "field", "reason"),
+    [
+        (
+            '{"attributes":[{"key":"gen_ai.usage.input_tokens","value":{"intValue":'
+            + "1" * 5000
+            + "}}]}",
+            "gen_ai.usage.input_tokens",
+            "otlp: gen_ai.usage.input_tokens: a number has more than 4,300 digits",
+        ),
+        ('{"x":' + "[" * 2000 + "]" * 2000 + "}", None, "otlp: the span nests too deep"),
+    ],
+    ids=["5000-digits", "2000-deep"],
+)
+def test_one_bad_json_span_is_its_own_reject(bad, field, reason):
+    """Both used to refuse the whole body (Python's digit limit, json.loads' recursion)."""
+    body = _json_spans(GOOD_JSON, bad, GOOD_JSON)
+    parsed, _ = otlp.parse(body, json_body=True, gateway="g", received_at=NOW, max_items=9)
+    assert parsed.rows.num_rows == 2
+    (reject,) = parsed.rejects
+    assert (reject.index, reject.field, reject.reason) == (1, field, reason)
 
 
 def test_groups_and_unknown_fields_are_stepped_over():
