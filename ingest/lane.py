@@ -19,7 +19,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.auth.bearer import require_scope
@@ -60,8 +60,17 @@ class IngestLane:
         self.check_token = require_scope("ingest")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in self.paths:
+        if scope["type"] != "http" or scope["path"] not in self.paths:
             await self.app(scope, receive, send)
+            return
+        if scope["method"] != "POST":
+            # Else Dash's catch-all would answer a GET here with its page shell and a 200.
+            answer = JSONResponse(
+                {"detail": f"{scope['path']} takes POST only (a gateway ships records to it)"},
+                405,
+                headers={"Allow": "POST"},
+            )
+            await answer(scope, receive, send)
             return
         route, endpoint = self.routes[scope["path"]]
         scope["route"] = route  # the metrics' route label, as the router would set it

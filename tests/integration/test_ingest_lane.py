@@ -39,11 +39,11 @@ def test_the_lane_answers_the_documented_ingest_routes_itself(live, ingest):
     lane.app = record
     try:
         assert ingest.post("/v1/requests", json=batch(2, "lane")).json()["accepted"] == 2
-        assert ingest.put("/v1/requests").status_code == 405  # not a POST: the long way
+        assert ingest.put("/v1/requests").status_code == 405  # not a POST: the lane says so
         assert ingest.get("/api/health").status_code == 200
     finally:
         lane.app = inner
-    assert seen == [("PUT", "/v1/requests"), ("GET", "/api/health")]
+    assert seen == [("GET", "/api/health")]
 
 
 def test_the_lane_answers_auth_failures_and_crashes_as_the_app_does(live, ingest, monkeypatch):
@@ -77,3 +77,14 @@ def test_the_lane_answers_auth_failures_and_crashes_as_the_app_does(live, ingest
     }
     key = tuple(sorted({"method": "POST", "route": "/v1/requests", "status": "500"}.items()))
     assert counted[key] == 1  # the metrics middleware still counts what the lane answers
+
+
+def test_other_methods_on_an_ingest_path_are_405_naming_post(live):
+    # Dash's catch-all used to answer a GET here with its page shell and a 200.
+    with live.client() as anonymous:
+        for method in ("GET", "PUT", "DELETE"):
+            for path in sorted(INGEST_PATHS):
+                r = anonymous.request(method, path)
+                assert r.status_code == 405, (method, path, r.status_code)
+                assert r.headers["allow"] == "POST"
+                assert "takes POST only" in r.json()["detail"]
