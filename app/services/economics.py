@@ -64,28 +64,43 @@ class EngineMoney:
     notes: list[str] = field(default_factory=list)
     error: str | None = None
 
+    @classmethod
+    def unpriced(
+        cls,
+        engine: str,
+        currency: str,
+        message: str,
+        *,
+        cost_per_gpu_hour: float | None = None,
+        gpus_per_replica: int = 1,
+        api_prices: tuple[float | None, float | None] = (None, None),
+        slo: str | None = None,
+    ) -> EngineMoney:
+        """An engine with no plans and no money: `error` (and the verdict) saying why."""
+        return cls(
+            engine,
+            currency,
+            cost_per_gpu_hour,
+            gpus_per_replica,
+            [],
+            None,
+            None,
+            None,
+            0.0,
+            None,
+            None,
+            None,
+            None,
+            api_prices,
+            message,
+            slo,
+            error=message,
+        )
+
 
 def failed_money(engine: str, message: str, fleet: Fleet) -> EngineMoney:
     """An engine's error row: no plans, no money, `error` saying why."""
-    return EngineMoney(
-        engine,
-        fleet.currency,
-        None,
-        1,
-        [],
-        None,
-        None,
-        None,
-        0.0,
-        None,
-        None,
-        None,
-        None,
-        (None, None),
-        message,
-        None,
-        error=message,
-    )
+    return EngineMoney.unpriced(engine, fleet.currency, message)
 
 
 def _plan_money(name: str, label: str, p: Plan | None) -> PlanMoney | None:
@@ -133,24 +148,14 @@ def _money_of(
     prices = api_prices(profile, fleet)
     slo = r.slo.words() if r.slo else None
     if r.result is None:
-        return EngineMoney(
+        return EngineMoney.unpriced(
             engine,
             r.currency,
-            r.cost_per_gpu_hour,
-            r.gpus_per_replica,
-            [],
-            None,
-            None,
-            None,
-            0.0,
-            None,
-            None,
-            None,
-            None,
-            prices,
             r.verdict,
-            slo,
-            error=r.verdict,
+            cost_per_gpu_hour=r.cost_per_gpu_hour,
+            gpus_per_replica=r.gpus_per_replica,
+            api_prices=prices,
+            slo=slo,
         )
     res = r.result
     today = "today's replicas, all day"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import threading
@@ -15,6 +14,7 @@ from pathlib import Path
 
 from tests.support import http
 from tests.support.cli import clean_env, cli
+from tests.support.files import mode, usual_umask
 from tests.support.paths import ROOT
 from tests.support.records import batch
 from tests.support.server import serve, server_settings
@@ -153,10 +153,6 @@ def test_the_backup_command_online_and_offline(settings):
     assert len(files) == 2 and all(p.suffix == ".duckdb" for p in files)
 
 
-def _mode(path: Path) -> int:
-    return stat.S_IMODE(path.stat().st_mode)
-
-
 def test_files_holding_secrets_are_private_whatever_the_umask(tmp_path, caplog):
     db = tmp_path / "data" / "fresh.duckdb"
     migrate = [sys.executable, "-m", "app.cli", "migrate", "--db", str(db)]
@@ -165,7 +161,7 @@ def test_files_holding_secrets_are_private_whatever_the_umask(tmp_path, caplog):
         migrate, cwd=ROOT, env=clean_env(), umask=0o022, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
-    assert _mode(db) == 0o600
+    assert mode(db) == 0o600
     # What an older version left: a world-readable file and backups.
     os.chmod(db, 0o644)
     old_backups = db.parent / "backups"
@@ -174,27 +170,24 @@ def test_files_holding_secrets_are_private_whatever_the_umask(tmp_path, caplog):
     old_backup = old_backups / "fresh-20260101T000000Z.duckdb"
     shutil.copyfile(db, old_backup)
     os.chmod(old_backup, 0o644)
-    umask = os.umask(0o022)  # the server runs in this process: under the usual umask too
-    try:
+    with usual_umask():  # the server runs in this process: under the usual umask too
         with caplog.at_level(logging.WARNING, "tokenshape.storage"):
             gen = serve(server_settings(db))
             live = next(gen)
         try:
-            assert _mode(db) == 0o600  # tightened at start, and said so once
-            assert _mode(old_backups) == 0o700 and _mode(old_backup) == 0o600
+            assert mode(db) == 0o600  # tightened at start, and said so once
+            assert mode(old_backups) == 0o700 and mode(old_backup) == 0o600
             assert "readable by their owner only" in caplog.text
             assert str(old_backup) in caplog.text
             with live.client(live.token("ingest")) as c:
                 assert c.post("/v1/requests", json=batch(30, "m")).status_code == 200
             live.settle()
             wal = db.with_name(db.name + ".wal")  # made by DuckDB after the last checkpoint
-            assert wal.exists() and _mode(wal) == 0o600
-            assert _mode(db.with_name(db.name + ".journal")) == 0o700
+            assert wal.exists() and mode(wal) == 0o600
+            assert mode(db.with_name(db.name + ".journal")) == 0o700
             with live.client(live.token("admin")) as c:
                 r = c.post("/api/admin/backup")
             assert r.status_code == 200, r.text
-            assert _mode(Path(r.json()["path"])) == 0o600
+            assert mode(Path(r.json()["path"])) == 0o600
         finally:
             gen.close()
-    finally:
-        os.umask(umask)

@@ -18,6 +18,7 @@ from app.services import overview
 from app.services.demo import DEMO_PROFILES
 from app.sizing.slo import Fleet
 from app.storage.engines import put_profile
+from tests.support.dash import page_layout
 from tests.support.database import copy_database
 from tests.support.server import LiveServer, serve, server_settings
 
@@ -37,26 +38,6 @@ def broken_live(tmp_path_factory, demo_template) -> Iterator[LiveServer]:
         for engine, poison in POISON.items():
             put_profile(live.db.cursor(), engine, DEMO_PROFILES[engine] | poison, now)
         yield live
-
-
-def _layout(client, path: str, search: str = "") -> str:
-    """The page's layout as JSON text, from Dash's routing callback."""
-    payload = {
-        "output": ".._pages_content.children..._pages_store.data..",
-        "outputs": [
-            {"id": "_pages_content", "property": "children"},
-            {"id": "_pages_store", "property": "data"},
-        ],
-        "inputs": [
-            {"id": "_pages_location", "property": "pathname", "value": path},
-            {"id": "_pages_location", "property": "search", "value": search},
-        ],
-        "changedPropIds": ["_pages_location.pathname"],
-        "state": [],
-    }
-    answer = client.post("/_dash-update-component", json=payload, timeout=300)
-    assert answer.status_code == 200, answer.text
-    return json.dumps(answer.json()["response"]["_pages_content"]["children"], ensure_ascii=False)
 
 
 def _callback(client, output: str, store: str, data: dict) -> str:
@@ -99,11 +80,11 @@ def test_money_has_an_error_row_for_each_broken_engine_and_totals_the_good(broke
 
 def test_the_fleet_table_shows_error_rows_and_the_good_engines(broken_live):
     with broken_live.client() as c:
-        listed = _layout(c, "/rightsizing", "?window=30d")
+        listed = page_layout(c, "/rightsizing", "?window=30d")
         filled = _callback(c, ids.RIGHTSIZING_FLEET, ids.RIGHTSIZING_FLEET_QUERY, {"window": "30d"})
         page = c.get("/api/engines/chat-8b/recommendation")
-        own = {e: _layout(c, "/rightsizing", f"?engine={e}") for e in POISON}
-        good = _layout(c, "/rightsizing", "?engine=code-7b&window=30d")
+        own = {e: page_layout(c, "/rightsizing", f"?engine={e}") for e in POISON}
+        good = page_layout(c, "/rightsizing", "?engine=code-7b&window=30d")
     assert "could not be built" not in listed and all(e in listed for e in DEMO_PROFILES)
     for engine, shown in own.items():  # its own error, and the editor to fix it with
         assert "save it again" in shown and ids.RIGHTSIZING_EDITOR in shown, engine
@@ -131,7 +112,7 @@ def test_the_reports_page_and_the_email_report_the_good_engines(broken_live):
     assert text.count("Money: ") == len(GOOD)
     assert "gpu_memory_gib" in html
     with broken_live.client() as c:
-        shown = _layout(c, "/reports", "?week=2026-W47")
+        shown = page_layout(c, "/reports", "?week=2026-W47")
     assert "could not be built" not in shown
     assert "2 could not be sized" in shown and "gpu_memory_gib" in shown
 

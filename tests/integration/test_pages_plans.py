@@ -13,7 +13,7 @@ import pytest
 from app.dashboard import ids
 from app.services.demo import DEMO_PROFILES
 from app.storage.engines import get_profile, put_profile
-from tests.support.dash import dash_post, save_payload
+from tests.support.dash import dash_post, page_layout, save_payload
 from tests.support.database import copy_database
 from tests.support.server import LiveServer, serve, server_settings
 
@@ -24,26 +24,6 @@ def demo_live(tmp_path_factory, demo_template) -> Iterator[LiveServer]:
     template = demo_template(requests=5000, days=14)
     db = copy_database(template, tmp_path_factory.mktemp("plans-live") / "t.duckdb")
     yield from serve(server_settings(db), wait=False)
-
-
-def _layout(client, path: str, search: str = "") -> str:
-    """The page's layout as JSON text, from Dash's routing callback."""
-    payload = {
-        "output": ".._pages_content.children..._pages_store.data..",
-        "outputs": [
-            {"id": "_pages_content", "property": "children"},
-            {"id": "_pages_store", "property": "data"},
-        ],
-        "inputs": [
-            {"id": "_pages_location", "property": "pathname", "value": path},
-            {"id": "_pages_location", "property": "search", "value": search},
-        ],
-        "changedPropIds": ["_pages_location.pathname"],
-        "state": [],
-    }
-    answer = client.post("/_dash-update-component", json=payload, timeout=300)
-    assert answer.status_code == 200, answer.text
-    return json.dumps(answer.json()["response"]["_pages_content"]["children"])
 
 
 def _callback(client, output: str, store: str, data: dict) -> str:
@@ -62,7 +42,7 @@ def _callback(client, output: str, store: str, data: dict) -> str:
 
 def test_fleet_lists_engines_at_once_and_fills_replicas_and_money_after(demo_live):
     with demo_live.client() as c:
-        page = _layout(c, "/rightsizing", "?window=30d")
+        page = page_layout(c, "/rightsizing", "?window=30d")
         for engine in DEMO_PROFILES:
             assert engine in page
         assert "computing replicas and money" in page
@@ -77,7 +57,7 @@ def test_fleet_lists_engines_at_once_and_fills_replicas_and_money_after(demo_liv
 
 def test_engine_page_shows_replicas_slo_and_money(demo_live):
     with demo_live.client() as c:
-        page = _layout(c, "/rightsizing", "?engine=llm-70b&window=30d")
+        page = page_layout(c, "/rightsizing", "?engine=llm-70b&window=30d")
         money = _callback(
             c, ids.RIGHTSIZING_MONEY, ids.RIGHTSIZING_MONEY_QUERY, {"engine": "llm-70b"}
         )
@@ -110,9 +90,9 @@ def test_editor_saves_the_slo_and_money_fields(demo_live):
 
 def test_seasonal_page_has_plans_in_money_latency_and_deploy_documents(demo_live):
     with demo_live.client() as c:
-        page = _layout(c, "/seasonal", "?engine=llm-70b&weeks=4")
-        other = _layout(c, "/seasonal", "?engine=llm-70b&weeks=4&namespace=inference")
-        bad = _layout(c, "/seasonal", "?engine=llm-70b&weeks=4&namespace=Not_A_Label")
+        page = page_layout(c, "/seasonal", "?engine=llm-70b&weeks=4")
+        other = page_layout(c, "/seasonal", "?engine=llm-70b&weeks=4&namespace=inference")
+        bad = page_layout(c, "/seasonal", "?engine=llm-70b&weeks=4&namespace=Not_A_Label")
     for part in (
         ids.SEASONAL_PLANS,
         ids.SEASONAL_MONEY,
@@ -136,8 +116,8 @@ def test_without_an_slo_both_pages_say_how_to_set_one(demo_live):
     profile = {k: v for k, v in DEMO_PROFILES["guard-8b"].items() if not k.startswith("slo_")}
     put_profile(demo_live.db.cursor(), "guard-8b", profile, datetime.now(UTC))
     with demo_live.client() as c:
-        rightsizing = _layout(c, "/rightsizing", "?engine=guard-8b&window=30d")
-        seasonal = _layout(c, "/seasonal", "?engine=guard-8b&weeks=4")
+        rightsizing = page_layout(c, "/rightsizing", "?engine=guard-8b&window=30d")
+        seasonal = page_layout(c, "/seasonal", "?engine=guard-8b&weeks=4")
     assert "No SLO set" in rightsizing and "TOKENSHAPE_SLO_TTFT_MS" in rightsizing
     assert "No SLO for this engine" in seasonal and ids.SEASONAL_LATENCY_NOTE in seasonal
     assert "kind: ScaledObject" in seasonal  # the plan still applies, sized by memory

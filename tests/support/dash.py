@@ -3,6 +3,8 @@ pages, and the pages and API routes an access check walks."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 
 from app.dashboard.pages.rightsizing import NUMBER_FIELDS, SELECT_FIELDS
@@ -76,3 +78,23 @@ def api_get_routes(client: httpx.Client) -> list[str]:
         if path.startswith("/api/") and "get" in ops and path != "/api/health":
             paths.append(path.replace("{name}", "chat-8b").replace("{token_id}", "x"))
     return paths
+
+
+def page_layout(client: httpx.Client, path: str, search: str = "") -> str:
+    """A page's layout as JSON text (non-ASCII kept as is), from Dash's routing callback."""
+    payload = {
+        "output": ".._pages_content.children..._pages_store.data..",
+        "outputs": [
+            {"id": "_pages_content", "property": "children"},
+            {"id": "_pages_store", "property": "data"},
+        ],
+        "inputs": [
+            {"id": "_pages_location", "property": "pathname", "value": path},
+            {"id": "_pages_location", "property": "search", "value": search},
+        ],
+        "changedPropIds": ["_pages_location.pathname"],
+        "state": [],
+    }
+    answer = client.post("/_dash-update-component", json=payload, timeout=300)
+    assert answer.status_code == 200, answer.text
+    return json.dumps(answer.json()["response"]["_pages_content"]["children"], ensure_ascii=False)

@@ -4,25 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 
 import pytest
 
 from app.storage.files import fsync_dir, fsync_file, private_dir, restrict_umask, tighten_and_log
-
-
-def _mode(path) -> int:
-    return stat.S_IMODE(os.stat(path).st_mode)
-
-
-@pytest.fixture
-def usual_umask():
-    """The process under a login shell's usual umask (022), put back afterwards."""
-    old = os.umask(0o022)
-    try:
-        yield
-    finally:
-        os.umask(old)
+from tests.support.files import mode
 
 
 def test_fsync_dir_takes_a_directory_and_only_one(tmp_path):
@@ -35,8 +21,8 @@ def test_fsync_dir_takes_a_directory_and_only_one(tmp_path):
 
 def test_a_private_dir_is_0700_whatever_the_umask(tmp_path, usual_umask):
     made = private_dir(tmp_path / "a" / "b")
-    assert made.is_dir() and _mode(made) == 0o700
-    assert _mode(tmp_path / "a") == 0o755  # parents are the caller's: as usual
+    assert made.is_dir() and mode(made) == 0o700
+    assert mode(tmp_path / "a") == 0o755  # parents are the caller's: as usual
     private_dir(made)  # there already: fine
 
 
@@ -48,7 +34,7 @@ def test_looser_files_are_tightened_and_named_once(tmp_path, caplog):
     os.chmod(file, 0o644)
     with caplog.at_level(logging.WARNING, "tokenshape.storage"):
         assert tighten_and_log([folder, file, tmp_path / "missing"]) == [folder, file]
-        assert _mode(folder) == 0o700 and _mode(file) == 0o600
+        assert mode(folder) == 0o700 and mode(file) == 0o600
         assert tighten_and_log([folder, file]) == []  # already private: nothing to say
     assert len(caplog.records) == 1 and str(file) in caplog.text
 
@@ -57,6 +43,6 @@ def test_after_restrict_umask_new_files_are_private(tmp_path, usual_umask):
     restrict_umask()
     (tmp_path / "new").write_bytes(b"x")  # as DuckDB makes its WAL: plain open(), mode 0666
     os.mkdir(tmp_path / "dir")
-    assert _mode(tmp_path / "new") == 0o600 and _mode(tmp_path / "dir") == 0o700
+    assert mode(tmp_path / "new") == 0o600 and mode(tmp_path / "dir") == 0o700
     restrict_umask()  # only ever stricter: a stricter umask stays as it is
     assert os.umask(0o077) == 0o077

@@ -9,40 +9,24 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
-
-import pytest
 
 from app.storage.schema import REQUESTS_SCHEMA
 from app.storage.write.journal import Journal
+from tests.support.files import mode
 from tests.support.records import request_rows
-
-
-def _mode(path) -> int:
-    return stat.S_IMODE(os.stat(path).st_mode)
-
-
-@pytest.fixture
-def usual_umask():
-    """The process under a login shell's usual umask (022), put back afterwards."""
-    old = os.umask(0o022)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 def test_a_new_journal_is_private(tmp_path, usual_umask):
     journal = Journal(tmp_path / "t.duckdb.journal", REQUESTS_SCHEMA)
-    assert _mode(journal.directory) == 0o700
+    assert mode(journal.directory) == 0o700
     journal.append(request_rows(["a", "b"]))
     (segment,) = journal.segments()
-    assert _mode(segment) == 0o600
+    assert mode(segment) == 0o600
     journal.append(request_rows(["c"]))  # the same segment, still private
     assert journal.rotate() == [segment]
     journal.append(request_rows(["d"]))  # a second segment: private from its creation
     second = journal.segments()[-1]
-    assert second != segment and _mode(second) == 0o600
+    assert second != segment and mode(second) == 0o600
     journal.close()
     table = Journal.read(segment)
     assert table is not None and table.num_rows == 3
@@ -58,6 +42,6 @@ def test_a_journal_left_loose_by_an_older_version_is_tightened(tmp_path, usual_u
     os.chmod(segment, 0o644)
     with caplog.at_level(logging.WARNING, "tokenshape.storage"):
         journal = Journal(folder, REQUESTS_SCHEMA)
-    assert _mode(folder) == 0o700 and _mode(segment) == 0o600
+    assert mode(folder) == 0o700 and mode(segment) == 0o600
     assert "readable by their owner only" in caplog.text and str(segment) in caplog.text
     assert journal.segments() == [segment]
