@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -55,6 +55,17 @@ class Settings(BaseSettings):
     )
     header_timeout_s: float = Field(
         10.0, gt=0, description="Longest a request's headers may take to arrive (then 408)."
+    )
+    rollup_hourly_days: int = Field(
+        14,
+        ge=0,
+        description="Days the hourly rollups keep full grain, tenant included (0: forever).",
+    )
+    rollup_hourly_nt_days: int = Field(
+        90, ge=0, description="Days hourly rollups without tenant are kept (0: forever)."
+    )
+    rollup_daily_days: int = Field(
+        400, ge=0, description="Days the daily rollups (days of TOKENSHAPE_TZ) are kept (0: forever)."
     )
     rollup_settle_s: float = Field(
         60.0, ge=0, description="An hour's rollup is rebuilt once no write touched it this long."
@@ -166,6 +177,23 @@ class Settings(BaseSettings):
         if value not in ("auto", "on", "off"):
             raise ValueError(f"{value!r}: use on, off or auto")
         return value
+
+    @property
+    def tier_days(self) -> tuple[int, int, int]:
+        """Retention of the rollup tiers: (hourly full grain, hourly without tenant, daily)."""
+        return (self.rollup_hourly_days, self.rollup_hourly_nt_days, self.rollup_daily_days)
+
+    @model_validator(mode="after")
+    def _tiers_nest(self) -> Settings:
+        # Each tier is built from the one below: a coarser tier must live at least as long.
+        days = [d or float("inf") for d in self.tier_days]
+        if not days[0] <= days[1] <= days[2]:
+            raise ValueError(
+                "rollup retention must nest: TOKENSHAPE_ROLLUP_HOURLY_DAYS <= "
+                "TOKENSHAPE_ROLLUP_HOURLY_NT_DAYS <= TOKENSHAPE_ROLLUP_DAILY_DAYS (0 is forever); "
+                f"got {self.tier_days}"
+            )
+        return self
 
     @property
     def loopback(self) -> bool:

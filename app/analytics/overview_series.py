@@ -33,7 +33,7 @@ def quantile_over_time(
     """Per time bucket (`windows.BUCKETS`, local to `tz`): `bucket`, `requests` (weighted) and
     the `q` quantile of TTFT and ITL in columns `ttft_ms` and `itl_ms` (NaN: none measured)."""
     seconds = BUCKETS[bucket]
-    sp = None if exact or seconds < 3600 else rollups.local_split(cur, flt, tz)
+    sp = None if exact or seconds < 3600 else rollups.local_split(cur, flt, tz, seconds)
     if sp is not None:
         found = rollups.values_over_time(cur, flt, sp, seconds, tz, MEASURES, (q,))
         if found is not None:

@@ -36,6 +36,8 @@ class RetentionJob(Job):
         *,
         request_days: int,
         reject_days: int,
+        tz: str = "UTC",
+        tier_days: tuple[int, int, int] | None = None,
         clock: Callable[[], datetime],
         sleep: Callable[[float], Awaitable[None]] | None = None,
         first_delay_s: float = FIRST_DELAY_S,
@@ -44,6 +46,7 @@ class RetentionJob(Job):
         super().__init__()
         self.db = db
         self.request_days, self.reject_days = request_days, reject_days
+        self.tz, self.tier_days = tz, tier_days
         self.clock = clock
         self.sleep = sleep or asyncio.sleep
         self.first_delay_s = first_delay_s
@@ -62,6 +65,8 @@ class RetentionJob(Job):
                 request_days=self.request_days,
                 reject_days=self.reject_days,
                 stop=self.stopping,
+                tz=self.tz,
+                tier_days=self.tier_days,
             )
         finally:
             con.close()

@@ -126,18 +126,21 @@ class Runtime:
                 raw_chars=settings.reject_raw_chars,
                 observer=self.metrics,
                 rollup_settle_s=settings.rollup_settle_s,
+                tz=settings.tz,
             )
             self.writer = await stack.enter_async_context(writer)
             # Stopped in reverse order: the email first, then retention, the writer, the database.
-            if settings.retention_days or settings.reject_retention_days:
-                self.retention = RetentionJob(
-                    self.db,
-                    request_days=settings.retention_days,
-                    reject_days=settings.reject_retention_days,
-                    clock=self.clock,
-                    after_prune=writer.reindex,
-                )
-                await stack.enter_async_context(self.retention)
+            # Always: the rollup tiers prune by their own retention even when raw rows stay.
+            self.retention = RetentionJob(
+                self.db,
+                request_days=settings.retention_days,
+                reject_days=settings.reject_retention_days,
+                tz=settings.tz,
+                tier_days=settings.tier_days,
+                clock=self.clock,
+                after_prune=writer.reindex,
+            )
+            await stack.enter_async_context(self.retention)
             if settings.report_to and settings.smtp_host:
                 self.report_scheduler = ReportScheduler(
                     self.report_cron,

@@ -497,7 +497,7 @@ def seed(
             stats.duplicates += result.duplicates
             if progress:
                 progress(n)
-        rollups.rebuild_all(store.con)  # the dashboard reads whole hours from them at once
+        rollups.rebuild_all(store.con, tz)  # the dashboard reads whole hours from them at once
     finally:
         store.con.close()
     cur = db.cursor()

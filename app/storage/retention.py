@@ -2,6 +2,8 @@
 
 Age counts from `received_at`, the server's own time of ingest: an imported old trace stays
 for the whole retention period after its import, and a gateway's clock cannot cut it short.
+Requests go by whole UTC hours (an hour holding a row past retention goes with all its rows),
+sealed into the rollups first: the rollup tiers keep counting them for their own retention.
 Each chunk is its own short transaction, so the writer (which only appends) is never held up
 for long; DuckDB's optimistic concurrency lets appends and deletes of other rows commit side by
 side, and a chunk that does conflict is tried again.
@@ -17,7 +19,7 @@ from datetime import datetime, timedelta
 
 import duckdb
 
-from app.storage import rollups
+from app.storage import rollups, tiers
 from app.storage.rows import first_row, rollback
 
 log = logging.getLogger("tokenshape.retention")
@@ -36,6 +38,7 @@ class PruneResult:
     cutoffs: dict[str, datetime] = field(default_factory=dict)
     chunks: int = 0
     checkpointed: bool = False
+    tiers: dict[str, int] = field(default_factory=dict)  # hours (days) dropped per rollup tier
 
 
 def cutoff(now: datetime, days: int) -> datetime | None:
@@ -43,8 +46,30 @@ def cutoff(now: datetime, days: int) -> datetime | None:
     return now - timedelta(days=days) if days > 0 else None
 
 
+# The UTC hours of the requests received before the bound time: retention takes whole hours.
+_DUE_HOURS = f"SELECT DISTINCT {rollups.UTC_HOUR} FROM requests WHERE received_at < ?"
+_IN_HOURS = f"started_at >= ? AND started_at < ? AND list_contains(?, {rollups.UTC_HOUR})"
+
+
+def _due_hours(con: duckdb.DuckDBPyConnection, before: datetime) -> list[datetime]:
+    return [r[0] for r in con.execute(_DUE_HOURS, [before]).fetchall()]
+
+
+def _hours_params(hours: list[datetime]) -> list:
+    return [min(hours), max(hours) + timedelta(hours=1), hours]
+
+
 def count_due(con: duckdb.DuckDBPyConnection, table: str, before: datetime) -> int:
-    """Rows of `table` received before `before`."""
+    """Rows of `table` a prune at `before` deletes: for `requests`, every row of an hour that
+    holds a row received before it (hours go whole, see `_delete`)."""
+    if table == "requests":
+        hours = _due_hours(con, before)
+        if not hours:
+            return 0
+        row = first_row(
+            con, f"SELECT count(*) FROM requests WHERE {_IN_HOURS}", _hours_params(hours)
+        )
+        return int(row[0]) if row else 0
     column = TABLES[table]
     row = first_row(con, f"SELECT count(*) FROM {table} WHERE {column} < ?", [before])
     return int(row[0]) if row else 0
@@ -56,14 +81,36 @@ def _oldest(con: duckdb.DuckDBPyConnection, table: str, before: datetime) -> dat
     return row[0] if row else None
 
 
-def _delete(con: duckdb.DuckDBPyConnection, table: str, upto: datetime) -> int:
+def _delete_requests(con: duckdb.DuckDBPyConnection, upto: datetime, tz: str) -> int:
+    """Delete the requests of every UTC hour holding one received before `upto`, whole hours:
+    their rollups are brought up to date first and the hours sealed, so the rollups (which
+    outlive raw rows in their tiers) count every request, and a late row for a sealed hour is
+    added to them, never counted twice (app/storage/tiers.py)."""
+    hours = _due_hours(con, upto)
+    if not hours:
+        return 0
+    dirty = [
+        r[0]
+        for r in con.execute(
+            "SELECT DISTINCT hour FROM rollup_dirty WHERE list_contains(?, hour)", [hours]
+        ).fetchall()
+    ]
+    rollups.rebuild_hours(con, dirty, tz)
+    tiers.seal(con, hours, tz)
+    row = first_row(con, f"DELETE FROM requests WHERE {_IN_HOURS}", _hours_params(hours))
+    return int(row[0]) if row else 0
+
+
+def _delete(con: duckdb.DuckDBPyConnection, table: str, upto: datetime, tz: str = "UTC") -> int:
     """One chunk in its own transaction, retried when a concurrent change conflicts with it."""
     column = TABLES[table]
     for attempt in range(CONFLICT_RETRIES):
         try:
             con.execute("BEGIN TRANSACTION")
-            if table == "requests":  # the hours they leave need their rollups rebuilt
-                rollups.mark_deleted(con, f"{column} < ?", [upto])
+            if table == "requests":
+                deleted = _delete_requests(con, upto, tz)
+                con.execute("COMMIT")
+                return deleted
             row = first_row(con, f"DELETE FROM {table} WHERE {column} < ?", [upto])
             con.execute("COMMIT")
             return int(row[0]) if row else 0
@@ -85,6 +132,7 @@ def prune_table(
     before: datetime,
     *,
     stop: threading.Event | None = None,
+    tz: str = "UTC",
 ) -> tuple[int, int]:
     """Delete rows of `table` received before `before`, oldest day first: (rows, chunks).
 
@@ -95,7 +143,7 @@ def prune_table(
         oldest = _oldest(con, table, before)
         if oldest is None:
             break
-        deleted += _delete(con, table, min(oldest + CHUNK, before))
+        deleted += _delete(con, table, min(oldest + CHUNK, before), tz)
         chunks += 1
     return deleted, chunks
 
@@ -118,8 +166,12 @@ def prune(
     reject_days: int,
     dry_run: bool = False,
     stop: threading.Event | None = None,
+    tz: str = "UTC",
+    tier_days: tuple[int, int, int] | None = None,
 ) -> PruneResult:
-    """Delete (or with dry_run, count) what is past retention in every table, then checkpoint."""
+    """Delete (or with dry_run, count) what is past retention in every table and, given
+    `tier_days` (hourly, hourly without tenant, daily), in each rollup tier; then checkpoint.
+    `tz`: the day of a sealed hour new to the rollups."""
     result = PruneResult()
     for table, days in (("requests", request_days), ("rejects", reject_days)):
         before = cutoff(now, days)
@@ -129,8 +181,14 @@ def prune(
         if dry_run:
             result.deleted[table] = count_due(con, table, before)
             continue
-        result.deleted[table], chunks = prune_table(con, table, before, stop=stop)
+        result.deleted[table], chunks = prune_table(con, table, before, stop=stop, tz=tz)
         result.chunks += chunks
+    if tier_days is not None and not dry_run:
+        hourly, hourly_nt, daily = tier_days
+        result.tiers = tiers.prune(
+            con, now, hourly_days=hourly, hourly_nt_days=hourly_nt, daily_days=daily
+        )
+        result.chunks += bool(any(result.tiers.values()))
     if result.chunks:
         result.checkpointed = checkpoint(con)
     return result

@@ -24,12 +24,13 @@ Only the mover's thread (or a command that holds the file) rebuilds, so rebuilds
 from __future__ import annotations
 
 import math
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import duckdb
 
+from app.storage import tiers
 from app.storage.rows import first_row, rollback
-from app.storage.schema import WEIGHT
+from app.storage.schema import KINDS, WEIGHT
 
 # Buckets [GAMMA^b, GAMMA^(b+1)): any value is within RELATIVE_ERROR of its bucket's midpoint
 # 2 * GAMMA^(b+1) / (GAMMA + 1) (the DDSketch bound). 2% buckets: ±0.99%.
@@ -125,16 +126,55 @@ def mark_deleted(con: duckdb.DuckDBPyConnection, where: str, params: list) -> No
     )
 
 
+def _full_from_raw(
+    con: duckdb.DuckDBPyConnection, hours: list[datetime], into: dict[str, str]
+) -> None:
+    """Insert the full-grain rollup rows of `hours` from their raw rows into the tables
+    `into` names per kind (the rollup tables, or temp tables of their columns)."""
+    # The range lets DuckDB skip row groups by their min/max time; the list is exact.
+    raw = f"FROM requests WHERE started_at >= ? AND started_at < ? AND list_contains(?, {UTC_HOUR})"
+    params = [min(hours), max(hours) + timedelta(hours=1), hours]
+    con.execute(
+        f"INSERT INTO {into['shapes']} SELECT {UTC_HOUR} AS hour, {DIMS}, "
+        f"{half_octave_sql('isl')} AS ib, {half_octave_sql('osl')} AS ob, count(*) AS n, "
+        f"sum({WEIGHT}) AS w {raw} GROUP BY ALL",
+        params,
+    )
+    values = ", ".join(f"{m}::DOUBLE" for m in MEASURES)
+    con.execute(
+        f"INSERT INTO {into['values']} SELECT hour, {DIMS}, measure, {bucket_sql('v')} AS b, "
+        "count(*) AS n, max(v) AS vmax, sum(v * wt) AS vsum, sum(wt) AS w FROM ("
+        f"SELECT {UTC_HOUR} AS hour, {DIMS}, {WEIGHT} AS wt, "
+        f"unnest(range({len(MEASURES)})) AS measure, unnest([{values}]) AS v {raw}"
+        ") WHERE v IS NOT NULL GROUP BY ALL",
+        params,
+    )
+    hourly = f"(SELECT {UTC_HOUR} AS hour, * {raw})"
+    con.execute(f"INSERT INTO {into['gaps']} " + gaps_sql(hourly, f"hour, {DIMS}"), params)
+    con.execute(f"INSERT INTO {into['ttft']} " + ttft_sql(hourly, f"hour, {DIMS}"), params)
+
+
+def _sources(con: duckdb.DuckDBPyConnection, hours: list[datetime]) -> dict[datetime, str]:
+    rows = con.execute(
+        "SELECT hour, source FROM rollup_hours WHERE list_contains(?, hour)", [hours]
+    ).fetchall()
+    return {r[0]: r[1] for r in rows}
+
+
 def rebuild(
     con: duckdb.DuckDBPyConnection,
     max_hours: int = REBUILD_HOURS,
     settle_s: float = SETTLE_S,
+    tz: str = "UTC",
 ) -> int:
     """Recompute up to `max_hours` dirty hours, each untouched for `settle_s`, from the raw
-    rows; returns how many were rebuilt.
+    rows, and the tiers above them (app/storage/tiers.py; a new hour's day is its local day in
+    `tz`); returns how many were rebuilt.
 
-    One transaction: the marks cleared are those this transaction saw, so an hour marked
-    again meanwhile (a concurrent prune) stays dirty."""
+    An hour imported from the lake is left as it is (its raw rows, if any, stay raw); a
+    sealed hour (retention pruned its raw rows) gets its late raw rows added, which are then
+    deleted, being counted. One transaction: the marks cleared are those this transaction
+    saw, so an hour marked again meanwhile (a concurrent write) stays dirty."""
     con.execute("BEGIN TRANSACTION")
     try:
         hours = [
@@ -149,36 +189,7 @@ def rebuild(
         if not hours:
             con.execute("COMMIT")
             return 0
-        params = [hours]
-        con.execute("DELETE FROM rollup_shapes WHERE list_contains(?, hour)", params)
-        con.execute("DELETE FROM rollup_values WHERE list_contains(?, hour)", params)
-        con.execute("DELETE FROM rollup_gaps WHERE list_contains(?, hour)", params)
-        con.execute("DELETE FROM rollup_ttft WHERE list_contains(?, hour)", params)
-        # The range lets DuckDB skip row groups by their min/max time; the list is exact.
-        raw = (
-            "FROM requests WHERE started_at >= ? AND started_at < ? "
-            f"AND list_contains(?, {UTC_HOUR})"
-        )
-        params = [min(hours), max(hours) + timedelta(hours=1), hours]
-        con.execute(
-            f"INSERT INTO rollup_shapes SELECT {UTC_HOUR} AS hour, {DIMS}, "
-            f"{half_octave_sql('isl')} AS ib, {half_octave_sql('osl')} AS ob, count(*) AS n, "
-            f"sum({WEIGHT}) AS w {raw} GROUP BY ALL",
-            params,
-        )
-        values = ", ".join(f"{m}::DOUBLE" for m in MEASURES)
-        con.execute(
-            f"INSERT INTO rollup_values SELECT hour, {DIMS}, measure, {bucket_sql('v')} AS b, "
-            "count(*) AS n, max(v) AS vmax, sum(v * wt) AS vsum, sum(wt) AS w FROM ("
-            f"SELECT {UTC_HOUR} AS hour, {DIMS}, {WEIGHT} AS wt, "
-            f"unnest(range({len(MEASURES)})) AS measure, unnest([{values}]) AS v {raw}"
-            ") WHERE v IS NOT NULL GROUP BY ALL",
-            params,
-        )
-        hourly = f"(SELECT {UTC_HOUR} AS hour, * {raw})"
-        con.execute("INSERT INTO rollup_gaps " + gaps_sql(hourly, f"hour, {DIMS}"), params)
-        con.execute("INSERT INTO rollup_ttft " + ttft_sql(hourly, f"hour, {DIMS}"), params)
-        con.execute("DELETE FROM rollup_dirty WHERE list_contains(?, hour)", [hours])
+        rebuild_hours(con, hours, tz)
         con.execute("COMMIT")
     except BaseException:
         rollback(con)
@@ -186,10 +197,44 @@ def rebuild(
     return len(hours)
 
 
-def rebuild_all(con: duckdb.DuckDBPyConnection) -> int:
+def rebuild_hours(con: duckdb.DuckDBPyConnection, hours: list[datetime], tz: str) -> None:
+    """Bring `hours` up to date inside the caller's transaction and clear their dirty marks:
+    raw hours rebuilt from raw rows (and the tiers above), sealed hours given their late raw
+    rows (then deleted, being counted), lake hours left as imported."""
+    if not hours:
+        return
+    sources = _sources(con, hours)
+    normal = [h for h in hours if sources.get(h, "raw") == "raw"]
+    sealed = [h for h in hours if sources.get(h) == "sealed"]
+    if normal:
+        tiers.begin_replace(con, normal)
+        for kind in KINDS:
+            con.execute(f"DELETE FROM rollup_{kind} WHERE list_contains(?, hour)", [normal])
+        _full_from_raw(con, normal, {kind: f"rollup_{kind}" for kind in KINDS})
+        tiers.note_hours(con, normal, "raw", tz)
+        tiers.end_replace(con, normal)
+    if sealed:
+        temps = {kind: f"_fold_{kind}" for kind in KINDS}
+        for kind, temp in temps.items():
+            con.execute(
+                f"CREATE OR REPLACE TEMP TABLE {temp} AS SELECT * FROM rollup_{kind} LIMIT 0"
+            )
+        _full_from_raw(con, sealed, temps)
+        tiers.fold(con, sealed, temps)
+        for temp in temps.values():
+            con.execute(f"DROP TABLE {temp}")
+        con.execute(
+            f"DELETE FROM requests WHERE started_at >= ? AND started_at < ? "
+            f"AND list_contains(?, {UTC_HOUR})",
+            [min(sealed), max(sealed) + timedelta(hours=1), sealed],
+        )
+    con.execute("DELETE FROM rollup_dirty WHERE list_contains(?, hour)", [hours])
+
+
+def rebuild_all(con: duckdb.DuckDBPyConnection, tz: str = "UTC") -> int:
     """Rebuild every dirty hour now (commands that hold the file: demo, import)."""
     total = 0
-    while n := rebuild(con, settle_s=0):
+    while n := rebuild(con, settle_s=0, tz=tz):
         total += n
     return total
 

@@ -129,67 +129,106 @@ report_runs = Table(
 )
 
 
-def _rollup(name: str, *columns: Column) -> Table:
-    """An hourly rollup: one row per (UTC hour, the filter's dimensions, a bin)."""
-    return Table(
-        name,
-        metadata,
+# The rollup tiers (app/storage/tiers.py): the table-name prefix of each, whether it keeps
+# `tenant`, and what its `hour` column holds.
+TIERS: dict[str, tuple[str, bool]] = {
+    "hourly": ("rollup_", True),  # UTC hours at full grain
+    "hourly_nt": ("rollup_nt_", False),  # UTC hours without tenant
+    "daily": ("rollup_day_", False),  # local days (their start instant) without tenant
+}
+KINDS = ("shapes", "values", "gaps", "ttft")
+
+
+def _rollup(name: str, *columns: Column, tenant: bool = True) -> Table:
+    """A rollup: one row per (hour or day, the filter's dimensions, a bin)."""
+    dims: list[Column] = [
         Column("hour", TSZ, nullable=False),
         Column("model", String, nullable=False),
         Column("engine", String),
         Column("gateway", String, nullable=False),
         Column("tenant", String),
         Column("status", String, nullable=False),
-        *columns,
-    )
+    ]
+    if not tenant:
+        dims = [c for c in dims if c.name != "tenant"]
+    return Table(name, metadata, *dims, *columns)
 
 
-rollup_shapes = _rollup(
-    "rollup_shapes",
-    Column("ib", SmallInteger, nullable=False),
-    Column("ob", SmallInteger, nullable=False),
-    Column("n", BigInteger, nullable=False),
-    Column("w", Double, nullable=False),  # sum of 1/sample_rate: the requests the rows stand for
-)
+def _kind_columns(kind: str) -> list[Column]:
+    n = Column("n", BigInteger, nullable=False)
+    vmax = Column("vmax", Double, nullable=False)
+    # w: sum of 1/sample_rate, the requests the rows stand for.
+    w = Column("w", Double, nullable=False)
+    if kind == "shapes":
+        return [
+            Column("ib", SmallInteger, nullable=False),
+            Column("ob", SmallInteger, nullable=False),
+            n,
+            w,
+        ]
+    if kind == "values":
+        # vsum weighted: sum of v/sample_rate
+        return [
+            Column("measure", SmallInteger, nullable=False),
+            Column("b", SmallInteger, nullable=False),
+            n,
+            vmax,
+            Column("vsum", Double, nullable=False),
+            w,
+        ]
+    if kind == "gaps":
+        return [
+            Column("pb", SmallInteger, nullable=False),
+            Column("b", SmallInteger, nullable=False),
+            n,
+            vmax,
+            w,
+        ]
+    # ttft: weighted sums (each row times 1/sample_rate) for the least-squares TTFT-on-ISL slope
+    return [
+        Column("ib", SmallInteger, nullable=False),
+        Column("b", SmallInteger, nullable=False),
+        n,
+        vmax,
+        *(Column(c, Double, nullable=False) for c in ("sx", "sy", "sxy", "sxx")),
+        w,
+    ]
 
-rollup_values = _rollup(
-    "rollup_values",
-    Column("measure", SmallInteger, nullable=False),
-    Column("b", SmallInteger, nullable=False),
-    Column("n", BigInteger, nullable=False),
-    Column("vmax", Double, nullable=False),
-    Column("vsum", Double, nullable=False),  # weighted: sum of v/sample_rate
-    Column("w", Double, nullable=False),  # sum of 1/sample_rate: the requests the rows stand for
-)
 
-rollup_gaps = _rollup(
-    "rollup_gaps",
-    Column("pb", SmallInteger, nullable=False),
-    Column("b", SmallInteger, nullable=False),
-    Column("n", BigInteger, nullable=False),
-    Column("vmax", Double, nullable=False),
-    Column("w", Double, nullable=False),  # sum of 1/sample_rate: the requests the rows stand for
-)
+ROLLUP_TABLES: dict[tuple[str, str], Table] = {
+    (tier, kind): _rollup(f"{prefix}{kind}", *_kind_columns(kind), tenant=tenant)
+    for tier, (prefix, tenant) in TIERS.items()
+    for kind in KINDS
+}
 
-rollup_ttft = _rollup(
-    "rollup_ttft",
-    Column("ib", SmallInteger, nullable=False),
-    Column("b", SmallInteger, nullable=False),
-    Column("n", BigInteger, nullable=False),
-    Column("vmax", Double, nullable=False),
-    # Weighted sums (each row times 1/sample_rate) for the least-squares TTFT-on-ISL slope.
-    Column("sx", Double, nullable=False),
-    Column("sy", Double, nullable=False),
-    Column("sxy", Double, nullable=False),
-    Column("sxx", Double, nullable=False),
-    Column("w", Double, nullable=False),  # sum of 1/sample_rate: the requests the rows stand for
-)
+
+rollup_shapes = ROLLUP_TABLES["hourly", "shapes"]
+rollup_values = ROLLUP_TABLES["hourly", "values"]
+rollup_gaps = ROLLUP_TABLES["hourly", "gaps"]
+rollup_ttft = ROLLUP_TABLES["hourly", "ttft"]
 
 rollup_dirty = Table(
     "rollup_dirty",
     metadata,
     Column("hour", TSZ, nullable=False),
     Column("marked_at", TSZ, nullable=False),
+)
+
+# One row per UTC hour the rollups hold: where its rows came from, the day (of the daily
+# tier) it belongs to, and which tiers still hold it (each prunes by its own retention).
+rollup_hours = Table(
+    "rollup_hours",
+    metadata,
+    Column("hour", TSZ, primary_key=True),
+    Column("day", TSZ, nullable=False),  # start of its local day in the tz it was built in
+    # raw: rebuilt from raw rows; sealed: raw rows pruned, the rollups are the record;
+    # lake: imported (tokenshape never rebuilds it).
+    Column("source", String, nullable=False),
+    Column("origin", String),  # lake: the import's name (a path, a pushing node)
+    Column("in_full", Boolean, nullable=False),
+    Column("in_nt", Boolean, nullable=False),
+    Column("in_day", Boolean, nullable=False),
+    Column("built_at", TSZ, nullable=False),
 )
 
 # The requests one stored row stands for: 1/p of its sample rate (NULL means kept for sure).

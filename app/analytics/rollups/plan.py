@@ -1,9 +1,18 @@
-"""Window planning: which whole UTC hours of a window the rollups answer, and which parts
-(partial hours at the ends, hours a recent write marked dirty) are read raw."""
+"""Window planning: which tier of the rollups answers which part of a window, and which parts
+(partial hours at the ends, hours a recent write marked dirty) are read raw.
+
+The tiers (app/storage/tiers.py): `hourly` (UTC hours, full grain), `hourly_nt` (without
+tenant, kept longer) and `daily` (local days, without tenant, kept longest). The coarsest tier
+that can answer is used: a whole day of the window from `daily` when the query needs no finer
+time (or its time buckets hold whole days), other hours from `hourly_nt`, or from `hourly`
+when the filter names tenants. What no tier can answer at the grain asked (a tenant filter
+older than the full-grain tier, hours of a day only the daily tier still holds) is left out
+and said in `Split.note`.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -17,16 +26,44 @@ HOUR = timedelta(hours=1)
 IN_RANGE = (
     "hour >= coalesce(?, '-infinity'::TIMESTAMPTZ) AND hour < coalesce(?, 'infinity'::TIMESTAMPTZ)"
 )
+TIER_WORDS = {
+    "hourly": "hourly rollups (full grain)",
+    "hourly_nt": "hourly rollups (without tenant)",
+    "daily": "daily rollups",
+    "raw": "raw rows",
+}
+
+
+@dataclass(frozen=True)
+class Part:
+    """Rows of one tier whose `hour` is in [lo, hi)."""
+
+    tier: str
+    lo: datetime
+    hi: datetime
 
 
 @dataclass(frozen=True)
 class Split:
-    """Whole clean hours [lo, hi) from rollups (None: unbounded) and raw intervals."""
+    """Rollup parts and raw intervals that cover the window, each request exactly once."""
 
     lo: datetime | None
     hi: datetime | None
     dirty: list[datetime]
     raw: list[tuple[datetime | None, datetime | None]]
+    parts: list[Part] = field(default_factory=list)
+    note: str | None = None  # what the window could not count at the grain asked, in words
+
+    @property
+    def tiers(self) -> list[str]:
+        """The tiers that answered, finest first (raw rows included when read)."""
+        used = {p.tier for p in self.parts} | ({"raw"} if self.raw else set())
+        return [t for t in ("raw", "hourly", "hourly_nt", "daily") if t in used]
+
+    def source(self) -> str:
+        """Which tiers answered, in words (for a page's caption and the API)."""
+        words = ", ".join(TIER_WORDS[t] for t in self.tiers) or "no stored rows"
+        return f"from {words}" + (f"; {self.note}" if self.note else "")
 
 
 def _aware(t: datetime | None) -> datetime | None:
@@ -44,8 +81,64 @@ def _ceil(t: datetime) -> datetime:
     return floor if floor == t else floor + HOUR
 
 
-def split(cur: duckdb.DuckDBPyConnection, flt: Filter) -> Split | None:
-    """How to read this filter's window, or None when it should be read raw."""
+def _hours(cur: duckdb.DuckDBPyConnection, lo: datetime | None, hi: datetime | None) -> list:
+    return cur.execute(
+        f"SELECT hour, day, in_full, in_nt, in_day FROM rollup_hours WHERE {IN_RANGE} "
+        "ORDER BY hour",
+        [lo, hi],
+    ).fetchall()
+
+
+def _aligned_days(
+    cur: duckdb.DuckDBPyConnection,
+    lo: datetime | None,
+    hi: datetime | None,
+    seconds: int | None,
+    tz: str | None,
+) -> set[datetime]:
+    """Days whose hours all lie in one time bucket of `seconds` in `tz` with the day's own
+    start (so a day's row falls in the bucket its hours would); every day when no bucket."""
+    if seconds is None:
+        rows = cur.execute(
+            f"SELECT DISTINCT day FROM rollup_hours WHERE {IN_RANGE}", [lo, hi]
+        ).fetchall()
+        return {r[0] for r in rows}
+    if seconds < 86400:
+        return set()
+    rows = cur.execute(
+        "SELECT day FROM rollup_hours WHERE "
+        f"{IN_RANGE} GROUP BY day HAVING "
+        "time_bucket(to_seconds(?), min(hour), ?) = time_bucket(to_seconds(?), max(hour), ?) "
+        "AND time_bucket(to_seconds(?), min(hour), ?) = time_bucket(to_seconds(?), day, ?)",
+        [lo, hi, seconds, tz, seconds, tz, seconds, tz, seconds, tz],
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
+def _note(missing: list[datetime], tenant: bool, hourly: bool) -> str | None:
+    if not missing:
+        return None
+    span = f"{missing[0]:%Y-%m-%d %H:00} to {missing[-1] + HOUR:%Y-%m-%d %H:00} UTC"
+    if tenant:
+        why = (
+            "tenants are kept only in the hourly rollups at full grain "
+            "(TOKENSHAPE_ROLLUP_HOURLY_DAYS)"
+        )
+    elif hourly:
+        why = "only whole days are kept that far back (the daily rollups)"
+    else:
+        why = "only whole days are kept that far back, and the window cuts those days"
+    return f"{len(missing)} hours ({span}) are not counted: {why}"
+
+
+def plan(
+    cur: duckdb.DuckDBPyConnection,
+    flt: Filter,
+    seconds: int | None = None,
+    tz: str | None = None,
+) -> Split | None:
+    """How to read this filter's window (time buckets of `seconds` in `tz`, or none), or None
+    when it should be read raw."""
     if flt.hours or flt.weekdays:  # local-time slices do not align with UTC hours
         return None
     start, end = _aware(flt.start), _aware(flt.end)
@@ -55,11 +148,45 @@ def split(cur: duckdb.DuckDBPyConnection, flt: Filter) -> Split | None:
     last = hi if hi is not None else _floor(datetime.now(UTC)) + HOUR
     if lo is not None and last - lo < MIN_HOURS * HOUR:
         return None
-    rows = cur.execute(
-        f"SELECT DISTINCT hour FROM rollup_dirty WHERE {IN_RANGE} ORDER BY hour",
-        [lo, hi],
-    ).fetchall()
-    dirty = [r[0] for r in rows]
+    dirty = [
+        r[0]
+        for r in cur.execute(
+            f"SELECT DISTINCT hour FROM rollup_dirty WHERE {IN_RANGE} ORDER BY hour", [lo, hi]
+        ).fetchall()
+    ]
+    dirty_set = set(dirty)
+    tenant = bool(flt.tenants)
+    hours = _hours(cur, lo, hi)
+    # Days wholly inside the window, clean, held by the daily tier and aligned to the buckets.
+    days: set[datetime] = set()
+    all_days: list[datetime] = []
+    if not tenant:
+        aligned = _aligned_days(cur, lo, hi, seconds, tz)
+        # Every hour of a day (not only those in the window) must be clean, held and inside.
+        for day, first, final, held, has_dirty in cur.execute(
+            "SELECT day, min(hour), max(hour), bool_and(in_day), bool_or(d.hour IS NOT NULL) "
+            "FROM rollup_hours r LEFT JOIN (SELECT DISTINCT hour FROM rollup_dirty) d "
+            "USING (hour) WHERE day IN (SELECT DISTINCT day FROM rollup_hours WHERE "
+            f"{IN_RANGE}) GROUP BY day ORDER BY day",
+            [lo, hi],
+        ).fetchall():
+            all_days.append(day)
+            if day not in aligned or not held or has_dirty:
+                continue
+            if (lo is None or first >= lo) and (hi is None or final + HOUR <= hi):
+                days.add(day)
+    chosen: list[tuple[datetime, str]] = []  # (hour key, tier) in order
+    missing: list[datetime] = []
+    for hour, day, in_full, in_nt, _in_day in hours:
+        if hour in dirty_set or day in days:
+            continue
+        if not tenant and in_nt:
+            chosen.append((hour, "hourly_nt"))
+        elif in_full:
+            chosen.append((hour, "hourly"))
+        else:
+            missing.append(hour)
+    parts = _ranges(chosen) + _day_ranges(all_days, days)
     raw: list[tuple[datetime | None, datetime | None]] = []
     if start is not None and lo is not None and start < lo:
         raw.append((start, lo))
@@ -73,20 +200,55 @@ def split(cur: duckdb.DuckDBPyConnection, flt: Filter) -> Split | None:
             raw[-1] = (raw[-1][0], end)
         else:
             raw.append((hi, end))
-    return Split(lo, hi, dirty, raw)
+    hourly_needed = seconds is not None and seconds < 86400
+    return Split(lo, hi, dirty, raw, parts, _note(missing, tenant, hourly_needed))
 
 
-def local_split(cur: duckdb.DuckDBPyConnection, flt: Filter, tz: str) -> Split | None:
-    """`split`, when every rolled-up hour of the window lies inside one local hour of `tz`
-    (its UTC offset is whole hours then), so hours can be summed into local hours and days;
-    else None (read raw: at +05:30 a UTC hour straddles two local hours)."""
-    sp = split(cur, flt)
+def _ranges(keys: list[tuple[datetime, str]]) -> list[Part]:
+    """Runs of consecutive hours of one tier as [lo, hi) parts."""
+    parts: list[Part] = []
+    for key, tier in keys:
+        if parts and parts[-1].tier == tier and parts[-1].hi == key:
+            parts[-1] = Part(tier, parts[-1].lo, key + HOUR)
+        else:
+            parts.append(Part(tier, key, key + HOUR))
+    return parts
+
+
+def _day_ranges(all_days: list[datetime], chosen: set[datetime]) -> list[Part]:
+    """Runs of chosen days with no other day key between them as daily parts [lo, hi)."""
+    parts: list[Part] = []
+    run = False
+    for day in all_days:
+        if day not in chosen:
+            run = False
+            continue
+        end = day + timedelta(microseconds=1)
+        if run:
+            parts[-1] = Part("daily", parts[-1].lo, end)
+        else:
+            parts.append(Part("daily", day, end))
+        run = True
+    return parts
+
+
+def split(cur: duckdb.DuckDBPyConnection, flt: Filter) -> Split | None:
+    """`plan` for totals over the window (no time buckets)."""
+    return plan(cur, flt)
+
+
+def local_split(
+    cur: duckdb.DuckDBPyConnection, flt: Filter, tz: str, seconds: int = 3600
+) -> Split | None:
+    """`plan` for time buckets of `seconds` in `tz`, when every hour the hourly tiers answer
+    lies inside one local hour of `tz` (its UTC offset is whole hours then), so hours can be
+    summed into local hours and days; else None (read raw: at +05:30 a UTC hour straddles two
+    local hours)."""
+    sp = plan(cur, flt, seconds, tz)
     if sp is None:
         return None
     zone = ZoneInfo(tz)
-    hours = cur.execute(
-        f"SELECT DISTINCT hour FROM rollup_shapes WHERE {IN_RANGE}", [sp.lo, sp.hi]
-    ).fetchall()
+    hours = [r[0] for r in _hours(cur, sp.lo, sp.hi)]
     # astimezone: ZoneInfo.utcoffset(dt) would read dt's wall clock as local time.
-    whole = all(h[0].astimezone(zone).utcoffset().total_seconds() % 3600 == 0 for h in hours)
+    whole = all(h.astimezone(zone).utcoffset().total_seconds() % 3600 == 0 for h in hours)
     return sp if whole else None

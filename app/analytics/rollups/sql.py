@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from app.analytics.filters import WEIGHT, Filter
-from app.analytics.rollups.plan import IN_RANGE, Split
+from app.analytics.rollups.plan import Split
 from app.analytics.rollups.sketch import (
     GroupStats,
     MeasureStats,
@@ -23,6 +23,7 @@ from app.analytics.rollups.sketch import (
     group_estimates,
     per_bin,
 )
+from app.storage import tiers
 from app.storage.rollups import (
     HALF_OCTAVE_EDGES,
     MEASURES,
@@ -39,10 +40,22 @@ _MEASURE_ROWS = (
 )
 
 
-def _rollup_where(flt: Filter, sp: Split) -> tuple[str, list]:
-    dims, params = flt.dims_where()
-    where = f"{IN_RANGE} AND NOT list_contains(?, hour) AND {dims}"
-    return where, [sp.lo, sp.hi, sp.dirty, *params]
+def _rolled(flt: Filter, sp: Split, kind: str) -> tuple[str, list]:
+    """A subquery of the rollup rows of `kind` that answer the split's parts, each from its
+    tier's table, with the columns every tier has (all but tenant), filtered by the
+    dimensions; and its parameters."""
+    dims, dim_params = flt.dims_where()
+    names = ", ".join(tiers.columns("daily", kind))
+    selects, params = [], []
+    for part in sp.parts:
+        selects.append(
+            f"SELECT {names} FROM {tiers.table(part.tier, kind)} "
+            f"WHERE hour >= ? AND hour < ? AND {dims}"
+        )
+        params += [part.lo, part.hi, *dim_params]
+    if not selects:
+        selects.append(f"SELECT {names} FROM {tiers.table('daily', kind)} WHERE false")
+    return f"({' UNION ALL '.join(selects)})", params
 
 
 def _raw_selects(
@@ -74,7 +87,7 @@ def values_over_time(
     per bucket, one column per quantile; NaN where the bucket has no value of it). None when
     no clean hour of the rollups is in the window."""
     codes = [0] + [MEASURES.index(m) for m in measures]  # ISL (0) counts the requests
-    where, params = _rollup_where(flt, sp)
+    src, params = _rolled(flt, sp, "values")
     raw, raw_params = _raw_selects(
         flt,
         sp,
@@ -89,7 +102,7 @@ def values_over_time(
         cur,
         "SELECT g, measure, b, sum(n) AS n, max(vmax) AS vmax",
         "SELECT time_bucket(to_seconds(?), hour, ?) AS g, measure, b, w AS n, vmax, true AS rolled "
-        f"FROM rollup_values WHERE {where} AND list_contains(?, measure)",
+        f"FROM {src} WHERE list_contains(?, measure)",
         raw,
         [seconds, tz, *params, codes, *raw_params],
         "g, measure, b",
@@ -125,7 +138,7 @@ def sums_over_time(
 ) -> pd.DataFrame | None:
     """Per time bucket of `seconds` in `tz` (from `local_split`): requests,
     input tokens and output tokens, exact (counts and sums of the ISL and OSL buckets)."""
-    where, params = _rollup_where(flt, sp)
+    src, params = _rolled(flt, sp, "values")
     raw, raw_params = _raw_selects(
         flt,
         sp,
@@ -143,7 +156,7 @@ def sums_over_time(
         "sum(w) FILTER (WHERE measure = 0) AS requests, "
         "sum(vsum) FILTER (WHERE measure = 0) AS input_tokens, "
         "sum(vsum) FILTER (WHERE measure = 1) AS output_tokens, true AS rolled "
-        f"FROM rollup_values WHERE {where} AND measure IN (0, 1) GROUP BY ALL",
+        f"FROM {src} WHERE measure IN (0, 1) GROUP BY ALL",
         raw,
         [seconds, tz, *params, *raw_params],
         "g",
@@ -156,7 +169,7 @@ def local_hour_counts(
 ) -> np.ndarray | None:
     """7 x 24 request counts by local weekday (row 0 Monday) and hour of day in `tz`
     (from `local_split`), exact; None when no rollup hour is in the window."""
-    where, params = _rollup_where(flt, sp)
+    src, params = _rolled(flt, sp, "shapes")
     local = "isodow({t} AT TIME ZONE ?) - 1 AS d, hour({t} AT TIME ZONE ?) AS h"
     raw, raw_params = _raw_selects(
         flt,
@@ -168,7 +181,7 @@ def local_hour_counts(
     rows = _merged(
         cur,
         "SELECT d, h, round(sum(n))::BIGINT AS n",
-        f"SELECT {local.format(t='hour')}, w AS n, true AS rolled FROM rollup_shapes WHERE {where}",
+        f"SELECT {local.format(t='hour')}, w AS n, true AS rolled FROM {src}",
         raw,
         [tz, tz, *params, *raw_params],
         "d, h",
@@ -182,8 +195,8 @@ def local_hour_counts(
 
 def half_octave_counts(cur: duckdb.DuckDBPyConnection, flt: Filter, sp: Split) -> np.ndarray:
     """Request counts per (half-octave ISL bin, half-octave OSL bin) over the window."""
-    where, params = _rollup_where(flt, sp)
-    parts = [f"SELECT ib, ob, w AS n FROM rollup_shapes WHERE {where}"]
+    src, params = _rolled(flt, sp, "shapes")
+    parts = [f"SELECT ib, ob, w AS n FROM {src}"]
     raw, raw_params = _raw_selects(
         flt,
         sp,
@@ -232,14 +245,14 @@ def gap_quantiles(
 ) -> dict[int, tuple[int, list[float]]] | None:
     """Per output-token position bin: (gaps, [quantile estimates]) of the per-token gaps over
     the window; None when no clean hour of the rollups is in it (the exact path is as fast)."""
-    where, params = _rollup_where(flt, sp)
+    src, params = _rolled(flt, sp, "gaps")
     raw, raw_params = _raw_selects(
         flt, sp, f"SELECT pb, b, w AS n, vmax, false AS rolled FROM ({gaps_sql('{src}', '1')})"
     )
     rows = _merged(
         cur,
         "SELECT pb, b, sum(n) AS n, max(vmax) AS vmax",
-        f"SELECT pb, b, w AS n, vmax, true AS rolled FROM rollup_gaps WHERE {where}",
+        f"SELECT pb, b, w AS n, vmax, true AS rolled FROM {src}",
         raw,
         params + raw_params,
         "pb, b",
@@ -253,7 +266,7 @@ def ttft_by_isl(
     """Per octave ISL bin (LOG2_EDGES: half-octave bins 2k-1 and 2k): (requests with a TTFT,
     [TTFT quantile estimates]); and the least-squares slope of TTFT on ISL in ms per token
     (exact but for rounding). None when no clean hour of the rollups is in the window."""
-    where, params = _rollup_where(flt, sp)
+    src, params = _rolled(flt, sp, "ttft")
     columns = "ib, b, w AS n, vmax, sx, sy, sxy, sxx"
     raw, raw_params = _raw_selects(
         flt, sp, f"SELECT {columns}, false AS rolled FROM ({ttft_sql('{src}', '1')})"
@@ -262,7 +275,7 @@ def ttft_by_isl(
         cur,
         "SELECT (ib + 1) // 2 AS bin, b, sum(n) AS n, max(vmax) AS vmax, "
         "sum(sx) AS sx, sum(sy) AS sy, sum(sxy) AS sxy, sum(sxx) AS sxx",
-        f"SELECT {columns}, true AS rolled FROM rollup_ttft WHERE {where}",
+        f"SELECT {columns}, true AS rolled FROM {src}",
         raw,
         params + raw_params,
         "bin, b",
@@ -286,7 +299,7 @@ def value_stats(
 ) -> dict[str | None, GroupStats] | None:
     """Stats of every measure over the window, per model or for all (key None); None when
     no clean hour of the rollups is in the window (then the caller's exact path is as fast)."""
-    where, params = _rollup_where(flt, sp)
+    src, params = _rolled(flt, sp, "values")
     group = "model" if by_model else "NULL::VARCHAR"
     # Every request has an ISL (measure 0), so its rows count requests and those not ok.
     raw, raw_params = _raw_selects(
@@ -303,7 +316,7 @@ def value_stats(
         "sum(not_ok) AS not_ok",
         f"SELECT {group} AS g, measure, b, w AS n, vmax, vsum, "
         "CASE WHEN measure = 0 AND status <> 'ok' THEN w ELSE 0 END AS not_ok, true AS rolled "
-        f"FROM rollup_values WHERE {where}",
+        f"FROM {src}",
         raw,
         params + raw_params,
         "g, measure, b",

@@ -104,6 +104,7 @@ class Writer:
         raw_chars: int = 4096,
         observer: FlushObserver | None = None,
         rollup_settle_s: float = rollups.SETTLE_S,
+        tz: str = "UTC",
     ):
         self.db = db
         self.observer = observer
@@ -129,6 +130,7 @@ class Writer:
         self.last_move_error: str | None = None
         self._rebuild_due = 0.0  # time.monotonic() when rollups are next rebuilt
         self.rollup_settle_s = rollup_settle_s
+        self.tz = tz  # the daily rollup tier's days are this zone's
 
     @property
     def journal_dir(self):
@@ -209,7 +211,7 @@ class Writer:
         if time.monotonic() < self._rebuild_due:
             return
         try:
-            done = rollups.rebuild(con, settle_s=self.rollup_settle_s)
+            done = rollups.rebuild(con, settle_s=self.rollup_settle_s, tz=self.tz)
         except Exception as exc:  # queries read those hours raw meanwhile: slower, still right
             log.error("rebuilding hourly rollups failed (retrying later): %s", exc)
             done = 0

@@ -177,19 +177,28 @@ def test_short_windows_and_exact_requests_are_exact(seeded):
     assert shapes.quantiles(cur, Filter(), exact=True).relative_error == 0
 
 
-def test_a_prune_marks_the_hours_it_empties(demo_template, tmp_path):
+def test_a_prune_seals_the_hours_it_takes_and_the_rollups_go_on_counting_them(
+    demo_template, tmp_path
+):
     template = demo_template(requests=5_000, days=3, end=END)
     with open_migrated(copy_database(template, tmp_path / "p.duckdb")) as db:
         cur = db.cursor()
         assert rollups.hour_counts(cur)[1] == 0
+        total = cur.execute("SELECT count(*) FROM requests").fetchall()[0][0]
         received = cur.execute("SELECT min(received_at) FROM requests").fetchall()[0][0]
         deleted, _ = retention.prune_table(cur, "requests", received + timedelta(microseconds=1))
-        assert deleted > 0
-        assert rollups.hour_counts(cur)[1] > 0  # the pruned rows' hours are stale now
-        rollups.rebuild_all(cur)
+        assert 0 < deleted < total
+        assert rollups.hour_counts(cur)[1] == 0  # nothing to rebuild: the hours are sealed
+        sources = dict(
+            cur.execute("SELECT source, count(*) FROM rollup_hours GROUP BY 1").fetchall()
+        )
+        assert sources["sealed"] > 0
+        # Raw rows of the sealed hours are gone whole; every request is still counted.
         left = cur.execute("SELECT count(*) FROM requests").fetchall()[0][0]
-        assert cur.execute("SELECT sum(n) FROM rollup_shapes").fetchall()[0][0] == left
-        assert shapes.heatmap(cur, Filter()).total == left
+        assert left == total - deleted
+        for table in ("rollup_shapes", "rollup_nt_shapes", "rollup_day_shapes"):
+            assert cur.execute(f"SELECT sum(n) FROM {table}").fetchall()[0][0] == total
+        assert shapes.heatmap(cur, Filter()).total == total
 
 
 @pytest.mark.parametrize("name", ["everything", "ragged ends", "open end, two models"])

@@ -222,7 +222,7 @@ def test_rollup_answers_on_sampled_rows_equal_the_raw_weighted_ones(pair, monkey
     )
     with monkeypatch.context() as m:
         m.setattr(rollup_source, "split", lambda cur, flt: None)
-        m.setattr(rollup_source, "local_split", lambda cur, flt, tz: None)
+        m.setattr(rollup_source, "local_split", lambda cur, flt, tz, seconds=3600: None)
         raw = (
             shapes.heatmap(cur, LONG),
             shapes.four_shapes(cur, LONG),

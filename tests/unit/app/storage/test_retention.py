@@ -27,7 +27,8 @@ def db(database: Database) -> Database:
 AGES = {  # group → age when NOW is the clock's time
     "fresh": timedelta(hours=1),
     "edge": timedelta(days=7),  # exactly the retention: not older, kept
-    "week": timedelta(days=7, seconds=1),
+    # Past it, an hour earlier: requests go by whole UTC hours (test_an_hour_goes_whole).
+    "week": timedelta(days=7, hours=1, seconds=1),
     "month": timedelta(days=30),
     "ancient": timedelta(days=900),  # a gap of years between the old rows costs one chunk
 }
@@ -49,6 +50,21 @@ def test_exactly_the_rows_past_retention_are_deleted(db):
     assert result.chunks == 3 + 2 and result.checkpointed
     again = retention.prune(db.connection, NOW, request_days=7, reject_days=20)
     assert again.deleted == {"requests": 0, "rejects": 0} and again.chunks == 0
+
+
+def test_an_hour_goes_whole_and_its_rollups_keep_counting_it(db):
+    put(db, "edge", 10, NOW - timedelta(days=7))  # not past retention, but in the same hour
+    put(db, "week", 5, NOW - timedelta(days=7, seconds=1))
+    put(db, "fresh", 3, NOW - timedelta(hours=1))
+    dry = retention.prune(db.connection, NOW, request_days=7, reject_days=7, dry_run=True)
+    assert dry.deleted["requests"] == 15
+    result = retention.prune(db.connection, NOW, request_days=7, reject_days=7)
+    assert result.deleted["requests"] == 15 and prefixes(db) == {"fresh"}
+    cur = db.cursor()
+    # The pruned hour was rebuilt first, then sealed: its 15 requests are still counted.
+    assert cur.execute("SELECT source FROM rollup_hours ORDER BY hour").fetchall()[0] == ("sealed",)
+    assert cur.execute("SELECT sum(n) FROM rollup_shapes").fetchone()[0] == 15
+    assert cur.execute("SELECT sum(n) FROM rollup_day_shapes").fetchone()[0] == 15
 
 
 def test_zero_days_keeps_a_table_forever(db):

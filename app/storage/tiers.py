@@ -1,0 +1,291 @@
+"""The rollup tiers above the hourly rollups at full grain, kept in step with them.
+
+Three tiers (schema.TIERS), each its own four tables (shapes, values, gaps, ttft):
+- `hourly`: UTC hours at full grain (`rollup_*`, app/storage/rollups.py builds them);
+- `hourly_nt`: the same hours without `tenant` (`rollup_nt_*`), for longer windows;
+- `daily`: local days of the configured time zone without `tenant` (`rollup_day_*`); a row's
+  `hour` is the start instant of its day, so a day of 23 or 25 hours (DST) is one row.
+
+Each tier is rebuilt from the one below: rows merge by summing counts and sums and taking
+maxima. `rollup_hours` holds one row per UTC hour that has rollups: the day it belongs to (fixed
+when first built, so a later change of time zone never splits a day), where its rows came from
+(`raw`: rebuilt from raw rows; `sealed`: retention pruned its raw rows, the rollups are now the
+record; `lake`: imported) and which tiers still hold it (each prunes by its own retention).
+
+Raw rows only ever grow between rebuilds of an hour (retention deletes whole hours and seals
+them), so a rebuilt hour is a superset of what it was: the daily tier takes the difference
+(the new hour's rows minus its old rows, whose maxima the new ones bound) and stays exact even
+once the hourly tiers no longer hold the day's other hours.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import duckdb
+
+from app.storage.schema import KINDS, ROLLUP_TABLES, TIERS
+
+# Bins that key a row beside the time and dimensions; the rest are summed except maxima.
+KEYS = {
+    "shapes": ("ib", "ob"),
+    "values": ("measure", "b"),
+    "gaps": ("pb", "b"),
+    "ttft": ("ib", "b"),
+}
+MAXIMA = ("vmax",)
+DIMS = ("model", "engine", "gateway", "tenant", "status")
+SOURCES = ("raw", "sealed", "lake")
+
+
+def table(tier: str, kind: str) -> str:
+    """The table of `kind` in `tier` (names from schema.TIERS only)."""
+    return f"{TIERS[tier][0]}{kind}"
+
+
+def columns(tier: str, kind: str) -> list[str]:
+    """The table's columns, in order."""
+    return [c.name for c in ROLLUP_TABLES[tier, kind].columns]
+
+
+def _select(tier: str, kind: str, time: str = "hour", sign: int = 1) -> str:
+    """The SELECT list that regroups rows of any tier into `tier`'s columns (GROUP BY ALL):
+    `time` as the hour, sums (times `sign`: -1 subtracts rows) and maxima."""
+    out = []
+    for name in columns(tier, kind):
+        if name == "hour":
+            out.append(f"{time} AS hour")
+        elif name in DIMS or name in KEYS[kind]:
+            out.append(name)
+        elif name in MAXIMA:
+            out.append(f"max({name}) AS {name}")
+        else:
+            out.append(f"sum({'-' if sign < 0 else ''}{name}) AS {name}")
+    return ", ".join(out)
+
+
+def _plain(tier: str, kind: str, time: str = "hour") -> str:
+    """`tier`'s columns of rows of `tier` or a finer tier, unaggregated."""
+    return ", ".join(time if c == "hour" else c for c in columns(tier, kind))
+
+
+def note_hours(
+    con: duckdb.DuckDBPyConnection,
+    hours: list[datetime],
+    source: str,
+    tz: str,
+    origin: str | None = None,
+) -> None:
+    """Record `hours` as held by every tier, from `source`; a new hour's day is its local day in
+    `tz`, a known hour keeps its day. Call inside the transaction that writes their rows."""
+    if source not in SOURCES:
+        raise ValueError(f"unknown rollup source {source!r}")
+    con.execute(
+        "INSERT INTO rollup_hours SELECT h, timezone(?, date_trunc('day', timezone(?, h))), ?, ?, "
+        "true, true, true, get_current_timestamp() FROM unnest(?::TIMESTAMPTZ[]) AS t(h) "
+        "ON CONFLICT (hour) DO UPDATE SET source = excluded.source, origin = excluded.origin, "
+        "in_full = true, in_nt = true, in_day = true, built_at = excluded.built_at",
+        [tz, tz, source, origin, hours],
+    )
+
+
+def _days_of(con: duckdb.DuckDBPyConnection, hours: list[datetime]) -> list[datetime]:
+    rows = con.execute(
+        "SELECT DISTINCT day FROM rollup_hours WHERE list_contains(?, hour)", [hours]
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def _merge(
+    con: duckdb.DuckDBPyConnection,
+    tier: str,
+    kind: str,
+    keys: list[datetime],
+    extra: str,
+    params: list,
+) -> None:
+    """Rows of `tier` at the `hour` values `keys` := regrouped (those rows ∪ `extra`, a SELECT
+    of `tier`'s columns); buckets left with no request are dropped."""
+    target = table(tier, kind)
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE _tier_merge AS SELECT {_select(tier, kind)} FROM ("
+        f"SELECT * FROM {target} WHERE list_contains(?, hour) UNION ALL {extra}"
+        ") GROUP BY ALL HAVING sum(n) > 0",
+        [keys, *params],
+    )
+    con.execute(f"DELETE FROM {target} WHERE list_contains(?, hour)", [keys])
+    con.execute(f"INSERT INTO {target} SELECT * FROM _tier_merge")
+    con.execute("DROP TABLE _tier_merge")
+
+
+def _day_rows(kind: str, source_tier: str, sign: int) -> str:
+    """SELECT of daily-tier rows from `source_tier` rows of the hours in the bound list (each
+    hour mapped to its day through rollup_hours), their sums times `sign`."""
+    src = table(source_tier, kind)
+    return (
+        f"SELECT {_select('daily', kind, 'r.day', sign)} FROM {src} t "
+        "JOIN rollup_hours r ON r.hour = t.hour WHERE list_contains(?, t.hour) GROUP BY ALL"
+    )
+
+
+def begin_replace(con: duckdb.DuckDBPyConnection, hours: list[datetime]) -> None:
+    """Take the hours' current rows out of the daily tier, before their hourly rows are
+    replaced (inside the transaction; finish with `end_replace`)."""
+    days = _days_of(con, hours)
+    if not days:
+        return
+    for kind in KINDS:
+        _merge(con, "daily", kind, days, _day_rows(kind, "hourly_nt", -1), [hours])
+
+
+def end_replace(con: duckdb.DuckDBPyConnection, hours: list[datetime]) -> None:
+    """After the hours' full-grain rows were written (and `note_hours`): rebuild their
+    hourly-without-tenant rows and add them to their days."""
+    for kind in KINDS:
+        nt = table("hourly_nt", kind)
+        con.execute(f"DELETE FROM {nt} WHERE list_contains(?, hour)", [hours])
+        con.execute(
+            f"INSERT INTO {nt} SELECT {_select('hourly_nt', kind)} FROM {table('hourly', kind)} "
+            "WHERE list_contains(?, hour) GROUP BY ALL",
+            [hours],
+        )
+    days = _days_of(con, hours)
+    for kind in KINDS:
+        _merge(con, "daily", kind, days, _day_rows(kind, "hourly_nt", 1), [hours])
+
+
+def fold(con: duckdb.DuckDBPyConnection, hours: list[datetime], delta: dict[str, str]) -> None:
+    """Add rows to sealed hours (late rows of an hour whose raw rows retention pruned): `delta`
+    maps each kind to a temp table of full-grain rows of `hours`; each tier that still holds
+    an hour gets them merged in."""
+    held = {
+        flag: [
+            r[0]
+            for r in con.execute(
+                f"SELECT hour FROM rollup_hours WHERE list_contains(?, hour) AND {flag}", [hours]
+            ).fetchall()
+        ]
+        for flag in ("in_full", "in_nt", "in_day")
+    }
+    for kind, temp in delta.items():
+        if held["in_full"]:
+            _merge(
+                con,
+                "hourly",
+                kind,
+                held["in_full"],
+                f"SELECT * FROM {temp} WHERE list_contains(?, hour)",
+                [held["in_full"]],
+            )
+        if held["in_nt"]:
+            _merge(
+                con,
+                "hourly_nt",
+                kind,
+                held["in_nt"],
+                f"SELECT {_select('hourly_nt', kind)} FROM {temp} WHERE list_contains(?, hour) "
+                "GROUP BY ALL",
+                [held["in_nt"]],
+            )
+        if held["in_day"]:
+            days = _days_of(con, held["in_day"])
+            _merge(
+                con,
+                "daily",
+                kind,
+                days,
+                f"SELECT {_select('daily', kind, 'r.day')} FROM {temp} t JOIN rollup_hours r "
+                "ON r.hour = t.hour WHERE list_contains(?, t.hour) GROUP BY ALL",
+                [held["in_day"]],
+            )
+
+
+def seal(con: duckdb.DuckDBPyConnection, hours: list[datetime], tz: str) -> None:
+    """Mark `hours` sealed: retention is deleting their raw rows, their rollups are the record
+    from now on (inside the transaction that deletes them)."""
+    con.execute(
+        "INSERT INTO rollup_hours SELECT h, timezone(?, date_trunc('day', timezone(?, h))), "
+        "'sealed', NULL, true, true, true, get_current_timestamp() "
+        "FROM unnest(?::TIMESTAMPTZ[]) AS t(h) "
+        "ON CONFLICT (hour) DO UPDATE SET source = 'sealed' WHERE rollup_hours.source = 'raw'",
+        [tz, tz, hours],
+    )
+
+
+def prune(
+    con: duckdb.DuckDBPyConnection,
+    now: datetime,
+    *,
+    hourly_days: int,
+    hourly_nt_days: int,
+    daily_days: int,
+) -> dict[str, int]:
+    """Drop each tier's hours (days) past its retention (0: keep forever), oldest first; an
+    hour whose raw rows are still stored stays in every tier (rebuilds need them). Returns
+    the hours (days) dropped per tier, in one transaction."""
+    dropped: dict[str, int] = {}
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for tier, flag, days in (
+            ("hourly", "in_full", hourly_days),
+            ("hourly_nt", "in_nt", hourly_nt_days),
+        ):
+            if days <= 0:
+                continue
+            cut = now - timedelta(days=days)
+            hours = [
+                r[0]
+                for r in con.execute(
+                    f"SELECT hour FROM rollup_hours WHERE {flag} AND source <> 'raw' AND hour < ?",
+                    [cut],
+                ).fetchall()
+            ]
+            dropped[tier] = len(hours)
+            if hours:
+                for kind in KINDS:
+                    con.execute(
+                        f"DELETE FROM {table(tier, kind)} "
+                        "WHERE hour < ? AND list_contains(?, hour)",
+                        [cut, hours],
+                    )
+                con.execute(
+                    f"UPDATE rollup_hours SET {flag} = false WHERE list_contains(?, hour)", [hours]
+                )
+        if daily_days > 0:
+            cut = now - timedelta(days=daily_days)
+            days_due = [
+                r[0]
+                for r in con.execute(
+                    "SELECT day FROM rollup_hours WHERE in_day GROUP BY day "
+                    "HAVING bool_and(source <> 'raw') AND max(hour) + INTERVAL 1 HOUR <= ?",
+                    [cut],
+                ).fetchall()
+            ]
+            dropped["daily"] = len(days_due)
+            if days_due:
+                for kind in KINDS:
+                    con.execute(
+                        f"DELETE FROM {table('daily', kind)} WHERE list_contains(?, hour)",
+                        [days_due],
+                    )
+                con.execute(
+                    "UPDATE rollup_hours SET in_day = false WHERE list_contains(?, day)", [days_due]
+                )
+        con.execute("DELETE FROM rollup_hours WHERE NOT (in_full OR in_nt OR in_day)")
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return dropped
+
+
+def hours_by_tier(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """Hours each tier holds (days for the daily tier), and hours per source, for health."""
+    row = con.execute(
+        "SELECT count(*) FILTER (WHERE in_full), count(*) FILTER (WHERE in_nt), "
+        "count(DISTINCT day) FILTER (WHERE in_day), count(*) FILTER (WHERE source = 'raw'), "
+        "count(*) FILTER (WHERE source = 'sealed'), count(*) FILTER (WHERE source = 'lake') "
+        "FROM rollup_hours"
+    ).fetchone()
+    names = ("hourly", "hourly_nt", "daily_days", "raw", "sealed", "lake")
+    return dict(zip(names, (int(v) for v in row), strict=True)) if row else {}
