@@ -65,7 +65,9 @@ class Settings(BaseSettings):
         90, ge=0, description="Days hourly rollups without tenant are kept (0: forever)."
     )
     rollup_daily_days: int = Field(
-        400, ge=0, description="Days the daily rollups (days of TOKENSHAPE_TZ) are kept (0: forever)."
+        400,
+        ge=0,
+        description="Days the daily rollups (days of TOKENSHAPE_TZ) are kept (0: forever).",
     )
     rollup_settle_s: float = Field(
         60.0, ge=0, description="An hour's rollup is rebuilt once no write touched it this long."

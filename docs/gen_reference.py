@@ -901,6 +901,32 @@ TABLES: dict[str, dict[str, str]] = {
         "after its last mark.",
     },
 }
+TABLES["rollup_hours"] = {
+    "": "One row per UTC hour the rollups hold: its day, its source, which tiers hold it.",
+    "hour": "The UTC hour.",
+    "day": "Start of its day in the daily tier (the local day of `TOKENSHAPE_TZ` when first "
+    "built; fixed afterwards).",
+    "source": "`raw` (rebuilt from raw rows), `sealed` (retention pruned its raw rows: the "
+    "rollups are the record) or `lake` (imported; never rebuilt here).",
+    "origin": "For `lake` hours: the import's name (a path, a pushing node).",
+    "in_full": "The hourly tier at full grain (`rollup_*`) still holds it.",
+    "in_nt": "The hourly tier without tenant (`rollup_nt_*`) still holds it.",
+    "in_day": "Its day in the daily tier (`rollup_day_*`) counts it.",
+    "built_at": "When its rows were last written.",
+}
+for _kind in ("shapes", "values", "gaps", "ttft"):
+    TABLES[f"rollup_nt_{_kind}"] = {
+        **TABLES[f"rollup_{_kind}"],
+        "": f"`rollup_{_kind}` without tenant: the hourly tier kept for "
+        "`TOKENSHAPE_ROLLUP_HOURLY_NT_DAYS`.",
+    }
+    TABLES[f"rollup_day_{_kind}"] = {
+        **TABLES[f"rollup_{_kind}"],
+        "": f"`rollup_{_kind}` per local day, without tenant: the daily tier kept for "
+        "`TOKENSHAPE_ROLLUP_DAILY_DAYS`.",
+        "hour": "Start of the local day (23 to 25 hours long at DST changes).",
+    }
+
 ROLLUP_KEY = {
     "hour": "The UTC hour.",
     "model": "As in `requests`.",

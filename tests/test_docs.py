@@ -26,7 +26,7 @@ DOCS = ROOT / "docs"
 REFERENCE = DOCS / "reference"
 README = (ROOT / "README.md").read_text()
 # Extra environment variables the code reads besides the settings (the shipping client's).
-EXTRA_ENV = {"TOKENSHAPE_SHIP_TOKEN": ROOT / "app"}
+EXTRA_ENV = {"TOKENSHAPE_SHIP_TOKEN": ROOT / "app", "TOKENSHAPE_PUSH_TOKEN": ROOT / "app"}
 
 
 def _generator():

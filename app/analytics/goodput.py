@@ -31,7 +31,7 @@ import pandas as pd
 from app.analytics.bins import case_sql, edges_for
 from app.analytics.filters import WEIGHT, Filter
 from app.analytics.weighted import is_sampled
-from app.analytics.windows import BUCKETS
+from app.analytics.windows import BUCKETS, width
 
 DEFAULT_PERCENTILE = 95.0
 LOW_QUANTILE = 0.1  # the fast end of a shape's TTFT: its prefill with little waiting
@@ -151,9 +151,9 @@ def over_time(
     columns `t` and `COUNT_COLUMNS`, only buckets with requests, in time order."""
     judged, params = _judged(flt, targets)
     frame = cur.execute(
-        f"WITH {judged} SELECT time_bucket(to_seconds(?), started_at, ?) AS t, {_COUNTS} "
+        f"WITH {judged} SELECT time_bucket(?::INTERVAL, started_at, ?) AS t, {_COUNTS} "
         "FROM judged GROUP BY 1 ORDER BY 1",
-        [*params, BUCKETS[bucket], tz],
+        [*params, width(BUCKETS[bucket]), tz],
     ).df()
     return _finish(frame)
 

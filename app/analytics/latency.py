@@ -9,7 +9,7 @@ import pandas as pd
 from app.analytics import rollups, weighted
 from app.analytics.bins import LOG2_EDGES, case_sql
 from app.analytics.filters import WEIGHT, Filter
-from app.analytics.windows import BUCKETS
+from app.analytics.windows import BUCKETS, width
 from app.storage.rollups import POSITION_EDGES, RELATIVE_ERROR
 from app.storage.rows import first_row
 
@@ -56,12 +56,12 @@ def trend(
             return frame
     where, params = flt.where()
     if weighted.is_sampled(cur, flt):
-        return _weighted_trend(cur, where, [seconds, tz, *params])
+        return _weighted_trend(cur, where, [width(seconds), tz, *params])
     cols = ", ".join(f"quantile_cont({m}, {list(TREND_QUANTILES)}) AS {m}" for m in TREND_MEASURES)
     frame = cur.execute(
-        f"SELECT time_bucket(to_seconds(?), started_at, ?) AS bucket, count(*) AS requests, "
+        f"SELECT time_bucket(?::INTERVAL, started_at, ?) AS bucket, count(*) AS requests, "
         f"{cols} FROM requests WHERE {where} GROUP BY 1 ORDER BY 1",
-        [seconds, tz, *params],
+        [width(seconds), tz, *params],
     ).df()
     for m in TREND_MEASURES:
         values = frame.pop(m)
@@ -74,8 +74,7 @@ def trend(
 def _weighted_trend(cur: duckdb.DuckDBPyConnection, where: str, params: list) -> pd.DataFrame:
     """trend's raw path over sampled rows: weighted counts and quantiles per bucket."""
     source = (
-        "(SELECT time_bucket(to_seconds(?), started_at, ?) AS bucket, * FROM requests "
-        f"WHERE {where})"
+        f"(SELECT time_bucket(?::INTERVAL, started_at, ?) AS bucket, * FROM requests WHERE {where})"
     )
     frame = cur.execute(
         f"SELECT bucket, {weighted.count_sql(True)} AS requests FROM {source} "

@@ -29,7 +29,7 @@ import pandas as pd
 from app.analytics import weighted
 from app.analytics.bins import LOG2_EDGES, case_sql
 from app.analytics.filters import WEIGHT, Filter
-from app.analytics.windows import BUCKETS
+from app.analytics.windows import BUCKETS, width
 from app.storage.rows import first_row
 
 # Lower edges of the in-flight levels: 1, 2, 3-4, 5-8, 9-16 … (the last level is open).
@@ -132,10 +132,10 @@ def _sweep(
         # Every local bucket of 5 min, 1 h or 1 d holds one of these instants (DST included).
         q.cte(
             "instants",
-            "SELECT DISTINCT time_bucket(to_seconds(?), g, ?) AS bucket FROM unnest("
+            "SELECT DISTINCT time_bucket(?::INTERVAL, g, ?) AS bucket FROM unnest("
             "generate_series(?::TIMESTAMPTZ, ?::TIMESTAMPTZ, to_seconds(?))) AS s(g) "
             "WHERE g < ?::TIMESTAMPTZ",
-            seconds,
+            width(seconds),
             tz,
             start,
             end,
@@ -150,8 +150,8 @@ def _sweep(
             lo,
             hi,
         )
-        bucket_col = ", time_bucket(to_seconds(?), greatest(started_at, ?::TIMESTAMPTZ), ?) AS b0"
-        bucket_params = [seconds, start, tz]
+        bucket_col = ", time_bucket(?::INTERVAL, greatest(started_at, ?::TIMESTAMPTZ), ?) AS b0"
+        bucket_params = [width(seconds), start, tz]
     weight = f", {WEIGHT} AS w" if sampled else ""
     q.cte(
         "load",

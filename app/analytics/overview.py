@@ -128,12 +128,25 @@ def span(cur: duckdb.DuckDBPyConnection) -> dict:
         [AZURE_GATEWAY],
     )
     assert row is not None
+    first, last = row[0], row[1]
+    requests, input_tokens, output_tokens = int(row[2]), int(row[3]), int(row[4])
+    # Hours whose raw rows are gone (retention, a lake import) are counted from the rollups,
+    # which count every request of every clean hour: then the rollup totals are the totals.
+    held = first_row(
+        cur,
+        "SELECT min(hour), max(hour) + INTERVAL 1 HOUR FROM rollup_hours WHERE source <> 'raw'",
+    )
+    if held and held[0] is not None and (sp := rollups.split(cur, Filter())) is not None:
+        if (found := rollups.totals(cur, Filter(), sp)) is not None:
+            requests, input_tokens, output_tokens = (round(v) for v in found)
+            first = held[0] if first is None else min(first, held[0])
+            last = held[1] if last is None else max(last, held[1])
     return {
-        "first": row[0],
-        "last": row[1],
-        "requests": int(row[2]),
-        "input_tokens": int(row[3]),
-        "output_tokens": int(row[4]),
+        "first": first,
+        "last": last,
+        "requests": requests,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
         "gateways": int(row[5]),
         "azure_rows": int(row[6]),
     }

@@ -15,7 +15,7 @@ import pandas as pd
 
 from app.analytics import rollups, weighted
 from app.analytics.filters import WEIGHT, Filter
-from app.analytics.windows import BUCKETS
+from app.analytics.windows import BUCKETS, width
 from app.storage.rollups import RELATIVE_ERROR
 
 MEASURES = ("ttft_ms", "itl_ms")
@@ -44,10 +44,10 @@ def quantile_over_time(
             frame.attrs["relative_error"] = RELATIVE_ERROR
             return frame
     where, params = flt.where()
-    lead = [seconds, tz]
+    lead = [width(seconds), tz]
     if weighted.is_sampled(cur, flt):
         source = (
-            "(SELECT time_bucket(to_seconds(?), started_at, ?) AS bucket, * FROM requests "
+            "(SELECT time_bucket(?::INTERVAL, started_at, ?) AS bucket, * FROM requests "
             f"WHERE {where})"
         )
         frame = cur.execute(
@@ -62,7 +62,7 @@ def quantile_over_time(
     else:
         cols = ", ".join(f"quantile_cont({m}, ?) AS {m}" for m in MEASURES)
         frame = cur.execute(
-            "SELECT time_bucket(to_seconds(?), started_at, ?) AS bucket, "
+            "SELECT time_bucket(?::INTERVAL, started_at, ?) AS bucket, "
             f"count(*)::DOUBLE AS requests, {cols} FROM requests WHERE {where} "
             "GROUP BY 1 ORDER BY 1",
             [*lead, *([q] * len(MEASURES)), *params],

@@ -8,7 +8,7 @@ import pandas as pd
 
 from app.analytics import rollups, weighted
 from app.analytics.filters import Filter
-from app.analytics.windows import BUCKETS
+from app.analytics.windows import BUCKETS, width
 
 
 def rates(cur: duckdb.DuckDBPyConnection, flt: Filter, bucket: str, tz: str) -> pd.DataFrame:
@@ -24,12 +24,12 @@ def rates(cur: duckdb.DuckDBPyConnection, flt: Filter, bucket: str, tz: str) -> 
         where, params = flt.where()
         sampled = weighted.is_sampled(cur, flt)
         frame = cur.execute(
-            "SELECT time_bucket(to_seconds(?), started_at, ?) AS bucket, "
+            "SELECT time_bucket(?::INTERVAL, started_at, ?) AS bucket, "
             f"{weighted.count_sql(sampled)} AS requests, "
             f"{weighted.sum_sql('isl', sampled)} AS input_tokens, "
             f"{weighted.sum_sql('osl', sampled)} AS output_tokens FROM requests WHERE {where} "
             "GROUP BY 1 ORDER BY 1",
-            [seconds, tz, *params],
+            [width(seconds), tz, *params],
         ).df()
     frame["requests_per_s"] = frame["requests"] / seconds
     frame["input_tokens_per_s"] = frame["input_tokens"] / seconds

@@ -24,7 +24,27 @@ def span(
         params,
     )
     first, last, count = row or (None, None, 0)
+    # Hours whose raw rows retention pruned (or a lake import brought) live on in the rollups:
+    # they count too, as one stored row each (enough to tell the window is not empty).
+    held = first_row(
+        cur,
+        "SELECT min(hour), max(hour) + INTERVAL 1 HOUR, count(*) FROM rollup_hours "
+        "WHERE source <> 'raw' AND hour + INTERVAL 1 HOUR > coalesce(?, '-infinity'::TIMESTAMPTZ) "
+        "AND hour < coalesce(?, 'infinity'::TIMESTAMPTZ)",
+        [flt.start, flt.end],
+    )
+    if held and held[2]:
+        first = held[0] if first is None else min(first, held[0])
+        last = held[1] if last is None else max(last, held[1])
+        count += held[2]
     return flt.start or first, flt.end or last, int(count)
+
+
+def width(seconds: int) -> timedelta:
+    """The bucket width as DuckDB's time_bucket needs it: whole days as days, so a "1 d"
+    bucket starts at local midnight all year (a width in seconds would keep the zone's
+    winter offset through summer time)."""
+    return timedelta(days=seconds // 86400) if seconds % 86400 == 0 else timedelta(seconds=seconds)
 
 
 def bucket_for(start: datetime | None, end: datetime | None) -> str:

@@ -52,6 +52,7 @@ def health(request: Request, db: DbDep, writer: WriterDep) -> JSONResponse:
             rejects=counts.rejects,
             rollup_hours=counts.rollup_hours,
             stale_rollup_hours=counts.stale_rollup_hours,
+            rollup_tiers=counts.rollup_tiers,
         )
     except (duckdb.Error, RuntimeError) as exc:
         database = DatabaseHealth(

@@ -20,7 +20,7 @@ from app.api.schemas import (
     TtftBin,
     TtftVsIslOut,
 )
-from app.api.shapes import sampled
+from app.api.shapes import answered, sampled
 from app.server.deps import DbDep, SettingsDep
 
 router = APIRouter(tags=["latency and traffic"])
@@ -51,6 +51,7 @@ def latency_trend(
         points=points,
         relative_error=frame.attrs["relative_error"],
         **sampled(cur, flt),
+        **({} if exact else answered(cur, flt, windows.BUCKETS[bucket], settings.tz)),
     )
 
 
@@ -126,4 +127,5 @@ def traffic_view(db: DbDep, flt: FilterDep, settings: SettingsDep) -> TrafficOut
         points=points,
         weekday_hour=matrix.tolist(),
         **sampled(cur, flt),
+        **answered(cur, flt, windows.BUCKETS[bucket], settings.tz),
     )

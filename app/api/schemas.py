@@ -17,6 +17,9 @@ class DatabaseHealth(BaseModel):
     rejects: int
     rollup_hours: int = 0  # hours with hourly rollups
     stale_rollup_hours: int = 0  # hours written since their rollup was built (read raw)
+    # Hours each rollup tier holds (days for `daily_days`) and hours by source (raw: rebuilt
+    # from raw rows; sealed: raw rows pruned, the rollups are the record; lake: imported).
+    rollup_tiers: dict[str, int] = {}
     error: str | None = None
 
 
@@ -75,6 +78,14 @@ SamplingField = Field(
     default=None,
     description="How the window was sampled; absent when no row was (counts are then exact).",
 )
+AnsweredField = Field(
+    default=None,
+    description=(
+        "Which rollup tiers answered the window and what they could not count, in words "
+        "(e.g. a tenant filter further back than the hourly rollups at full grain); absent "
+        "when raw rows alone answered."
+    ),
+)
 
 
 class HeatmapOut(BaseModel):
@@ -87,6 +98,7 @@ class HeatmapOut(BaseModel):
     osl_edges: list[int]
     counts: list[list[int]]
     total: int
+    answered_from: str | None = AnsweredField
     sampling: SamplingOut | None = SamplingField
 
 
@@ -117,6 +129,7 @@ class QuantilesOut(BaseModel):
             "read from hourly rollups (±0.99%). Maxima are always exact."
         )
     )
+    answered_from: str | None = AnsweredField
     sampling: SamplingOut | None = SamplingField
 
 
@@ -128,6 +141,7 @@ class ShapesOut(BaseModel):
     total: int
     counts: dict[str, int]
     shares: dict[str, float]
+    answered_from: str | None = AnsweredField
     sampling: SamplingOut | None = SamplingField
 
 
@@ -160,6 +174,7 @@ class TrendOut(BaseModel):
             "keeps whole-hour offsets. Request counts are always exact."
         )
     )
+    answered_from: str | None = AnsweredField
     sampling: SamplingOut | None = SamplingField
 
 
@@ -235,4 +250,5 @@ class TrafficOut(BaseModel):
     weekday_hour: list[list[int]] = Field(
         description="7 rows (Monday first) x 24 hours of request counts, in tz."
     )
+    answered_from: str | None = AnsweredField
     sampling: SamplingOut | None = SamplingField

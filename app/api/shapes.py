@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from app.analytics import sampling, shapes
+from app.analytics import rollups, sampling, shapes
 from app.api.params import FilterDep
 from app.api.schemas import HeatmapOut, QuantilesOut, SamplingOut, ShapesOut
 from app.server.deps import DbDep
@@ -19,6 +19,13 @@ def sampled(cur, flt) -> dict:
     routes leave the key out (`response_model_exclude_unset`)."""
     info = sampling.sampling(cur, flt)
     return {"sampling": SamplingOut(**info.as_dict())} if info.sampled else {}
+
+
+def answered(cur, flt, seconds: int | None = None, tz: str = "UTC") -> dict:
+    """The `answered_from` key of a view the rollups answered (which tiers, what they could not
+    count); else nothing, and the routes leave the key out."""
+    text = rollups.coverage(cur, flt, seconds, tz)
+    return {"answered_from": text} if text else {}
 
 
 @router.get("/api/heatmap", response_model=HeatmapOut, response_model_exclude_unset=True)
@@ -41,6 +48,7 @@ def heatmap(
         counts=hm.counts.tolist(),
         total=hm.total,
         **sampled(db.cursor(), flt),
+        **({} if bins == "linear" else answered(db.cursor(), flt)),
     )
 
 
@@ -68,6 +76,7 @@ def quantiles(
             **found,
             "relative_error": found.relative_error,
             **sampled(db.cursor(), flt),
+            **({} if exact else answered(db.cursor(), flt)),
         }
     )
 
@@ -80,6 +89,7 @@ def four_shapes(
     long_osl: Annotated[int, Query(ge=1, description="OSL at or above this is long")] = 256,
 ) -> ShapesOut:
     """How many requests are long-in/short-out, long/long, short-in/long-out, short/short."""
+    on_edges = long_isl in shapes.HALF_OCTAVE_EDGES and long_osl in shapes.HALF_OCTAVE_EDGES
     counts = shapes.four_shapes(db.cursor(), flt, long_isl=long_isl, long_osl=long_osl)
     total = sum(counts.values())
     shares = {k: (v / total if total else 0.0) for k, v in counts.items()}
@@ -90,4 +100,5 @@ def four_shapes(
         counts=counts,
         shares=shares,
         **sampled(db.cursor(), flt),
+        **(answered(db.cursor(), flt) if on_edges else {}),
     )

@@ -43,6 +43,8 @@ PUBLIC_PATHS = frozenset(
 )
 PUBLIC_PREFIXES = ("/assets/", "/_dash-component-suites/")
 INGEST_PATHS = frozenset({"/v1/requests", "/v1/litellm", "/v1/traces", "/v1/logs"})
+# Routes that check their own bearer tokens: ingest, and the lake rollups pushed between nodes.
+SELF_AUTH_PATHS = INGEST_PATHS | {"/v1/rollups"}
 PROXY_HEADERS = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-real-ip")
 WARM_UP_HEADER = "x-tokenshape-warm-up"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -75,7 +77,7 @@ def session_principal(
 
 
 def _kind(path: str) -> str:
-    if path in INGEST_PATHS:
+    if path in SELF_AUTH_PATHS:
         return "ingest"
     if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
         return "public"

@@ -14,6 +14,11 @@ if TYPE_CHECKING:
     from app.services.retention import PruneResult
 
 NAMES = {"requests": "TOKENSHAPE_RETENTION_DAYS", "rejects": "TOKENSHAPE_REJECT_RETENTION_DAYS"}
+TIER_NAMES = (
+    "TOKENSHAPE_ROLLUP_HOURLY_DAYS",
+    "TOKENSHAPE_ROLLUP_HOURLY_NT_DAYS",
+    "TOKENSHAPE_ROLLUP_DAILY_DAYS",
+)
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -30,8 +35,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
     settings = settings_for(args)
     days = {"requests": settings.retention_days, "rejects": settings.reject_retention_days}
-    if not any(days.values()):
-        print(f"retention is off ({' and '.join(f'{n}=0' for n in NAMES.values())}): nothing to do")
+    if not any(days.values()) and not any(settings.tier_days):
+        off = [*NAMES.values(), *TIER_NAMES]
+        print(f"retention is off ({', '.join(f'{n}=0' for n in off)}): nothing to do")
         return 0
     with open_db(settings) as db:
         before = _file_bytes(settings.db)
@@ -41,6 +47,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
             request_days=days["requests"],
             reject_days=days["rejects"],
             dry_run=args.dry_run,
+            tz=settings.tz,
+            tier_days=settings.tier_days,
         )
     _print_result(result, days, args.dry_run)
     if not args.dry_run:
@@ -62,7 +70,11 @@ def _print_result(result: PruneResult, days: dict[str, int], dry_run: bool) -> N
         print(
             f"{table}: {verb} {result.deleted[table]:,} received before "
             f"{result.cutoffs[table]:%Y-%m-%d %H:%M} UTC ({NAMES[table]}={days[table]})"
+            + (" (whole hours, kept in the rollups)" if table == "requests" else "")
         )
+    for tier, dropped in result.tiers.items():
+        unit = "days" if tier == "daily" else "hours"
+        print(f"rollups {tier}: dropped {dropped:,} {unit} past their retention")
 
 
 def _file_bytes(path: Path) -> int:

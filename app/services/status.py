@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.services import report_runs
-from app.storage import rollups
+from app.storage import rollups, tiers
 from app.storage.database import Database
 from app.storage.write.store import count_rows
 
@@ -18,13 +18,20 @@ class Counts:
     rejects: int
     rollup_hours: int
     stale_rollup_hours: int
+    rollup_tiers: dict[str, int]
 
 
 def counts(db: Database) -> Counts:
     """Requests, rejects and rollup hours, as stored now."""
     cur = db.cursor()
     rolled, stale = rollups.hour_counts(cur)
-    return Counts(count_rows(cur, "requests"), count_rows(cur, "rejects"), rolled, stale)
+    return Counts(
+        count_rows(cur, "requests"),
+        count_rows(cur, "rejects"),
+        rolled,
+        stale,
+        tiers.hours_by_tier(cur),
+    )
 
 
 def request_count(db: Database) -> int:

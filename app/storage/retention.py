@@ -47,7 +47,11 @@ def cutoff(now: datetime, days: int) -> datetime | None:
 
 
 # The UTC hours of the requests received before the bound time: retention takes whole hours.
-_DUE_HOURS = f"SELECT DISTINCT {rollups.UTC_HOUR} FROM requests WHERE received_at < ?"
+# A dirty hour is left for the mover to rebuild first: it goes at the next prune.
+_DUE_HOURS = (
+    f"SELECT DISTINCT {rollups.UTC_HOUR} AS hour FROM requests WHERE received_at < ? "
+    "EXCEPT SELECT hour FROM rollup_dirty"
+)
 _IN_HOURS = f"started_at >= ? AND started_at < ? AND list_contains(?, {rollups.UTC_HOUR})"
 
 
@@ -60,8 +64,8 @@ def _hours_params(hours: list[datetime]) -> list:
 
 
 def count_due(con: duckdb.DuckDBPyConnection, table: str, before: datetime) -> int:
-    """Rows of `table` a prune at `before` deletes: for `requests`, every row of an hour that
-    holds a row received before it (hours go whole, see `_delete`)."""
+    """Rows of `table` a prune at `before` deletes: for `requests`, every row of a clean hour
+    that holds a row received before it (hours go whole, see `_delete_requests`)."""
     if table == "requests":
         hours = _due_hours(con, before)
         if not hours:
@@ -75,27 +79,28 @@ def count_due(con: duckdb.DuckDBPyConnection, table: str, before: datetime) -> i
     return int(row[0]) if row else 0
 
 
-def _oldest(con: duckdb.DuckDBPyConnection, table: str, before: datetime) -> datetime | None:
+def _oldest(
+    con: duckdb.DuckDBPyConnection, table: str, before: datetime, after: datetime | None = None
+) -> datetime | None:
     column = TABLES[table]
-    row = first_row(con, f"SELECT min({column}) FROM {table} WHERE {column} < ?", [before])
+    row = first_row(
+        con,
+        f"SELECT min({column}) FROM {table} WHERE {column} < ? "
+        f"AND {column} >= coalesce(?, '-infinity'::TIMESTAMPTZ)",
+        [before, after],
+    )
     return row[0] if row else None
 
 
 def _delete_requests(con: duckdb.DuckDBPyConnection, upto: datetime, tz: str) -> int:
-    """Delete the requests of every UTC hour holding one received before `upto`, whole hours:
-    their rollups are brought up to date first and the hours sealed, so the rollups (which
-    outlive raw rows in their tiers) count every request, and a late row for a sealed hour is
-    added to them, never counted twice (app/storage/tiers.py)."""
+    """Delete the requests of every clean UTC hour holding one received before `upto`, whole
+    hours, and seal those hours: the rollups (which outlive raw rows in their tiers) count every
+    request, and a late row for a sealed hour is added to them, never counted twice
+    (app/storage/tiers.py). A dirty hour waits for the mover's rebuild (only the mover
+    rebuilds, so rebuilds never race) and goes at the next prune."""
     hours = _due_hours(con, upto)
     if not hours:
         return 0
-    dirty = [
-        r[0]
-        for r in con.execute(
-            "SELECT DISTINCT hour FROM rollup_dirty WHERE list_contains(?, hour)", [hours]
-        ).fetchall()
-    ]
-    rollups.rebuild_hours(con, dirty, tz)
     tiers.seal(con, hours, tz)
     row = first_row(con, f"DELETE FROM requests WHERE {_IN_HOURS}", _hours_params(hours))
     return int(row[0]) if row else 0
@@ -114,7 +119,9 @@ def _delete(con: duckdb.DuckDBPyConnection, table: str, upto: datetime, tz: str 
             row = first_row(con, f"DELETE FROM {table} WHERE {column} < ?", [upto])
             con.execute("COMMIT")
             return int(row[0]) if row else 0
-        except duckdb.TransactionException as exc:
+        # A concurrent write to the same rows or hours (a rebuild sealing race: DuckDB reports
+        # some as a constraint error on rollup_hours' key) is tried again.
+        except (duckdb.TransactionException, duckdb.ConstraintException) as exc:
             rollback(con)
             if attempt == CONFLICT_RETRIES - 1:
                 raise
@@ -139,11 +146,13 @@ def prune_table(
     Each step deletes everything older than the end of the oldest remaining day, so gaps in
     the data cost nothing and a row that arrives late with an old time is caught too."""
     deleted = chunks = 0
+    after: datetime | None = None  # rows left behind (requests of dirty hours) are not retried
     while stop is None or not stop.is_set():
-        oldest = _oldest(con, table, before)
+        oldest = _oldest(con, table, before, after)
         if oldest is None:
             break
-        deleted += _delete(con, table, min(oldest + CHUNK, before), tz)
+        after = min(oldest + CHUNK, before)
+        deleted += _delete(con, table, after, tz)
         chunks += 1
     return deleted, chunks
 

@@ -31,7 +31,11 @@ def test_prune_cli_dry_run_then_for_real(db_template, tmp_path):
     assert "requests: deleted 5 received before" in done.stdout and "MB after" in done.stdout
     with open_migrated(path) as db:
         assert prefixes(db) == {"new"} and prefixes(db, "rejects") == {"new", "old"}
-    off = _cli("prune", "--db", str(path), env={**env, "TOKENSHAPE_RETENTION_DAYS": "0"})
+    # The rollup tiers prune by their own retention: off only when all of it is off.
+    tiers_off = {f"TOKENSHAPE_ROLLUP_{t}_DAYS": "0" for t in ("HOURLY", "HOURLY_NT", "DAILY")}
+    off = _cli(
+        "prune", "--db", str(path), env={**env, **tiers_off, "TOKENSHAPE_RETENTION_DAYS": "0"}
+    )
     assert off.returncode == 0 and "retention is off" in off.stdout
 
 

@@ -7,13 +7,22 @@ request of the window is counted exactly once: `plan` plans the split, `sql` run
 queries, `sketch` turns bucketed counts into quantile estimates. See app/storage/rollups.py.
 """
 
-from app.analytics.rollups.plan import MIN_HOURS, Split, local_split, split
+from app.analytics.rollups.plan import (
+    MIN_HOURS,
+    Part,
+    Split,
+    coverage,
+    local_split,
+    plan,
+    split,
+)
 from app.analytics.rollups.sketch import GroupStats, MeasureStats
 from app.analytics.rollups.sql import (
     gap_quantiles,
     half_octave_counts,
     local_hour_counts,
     sums_over_time,
+    totals,
     ttft_by_isl,
     value_stats,
     values_over_time,
@@ -23,13 +32,17 @@ __all__ = [
     "MIN_HOURS",
     "GroupStats",
     "MeasureStats",
+    "Part",
     "Split",
+    "coverage",
     "gap_quantiles",
     "half_octave_counts",
     "local_hour_counts",
     "local_split",
+    "plan",
     "split",
     "sums_over_time",
+    "totals",
     "ttft_by_isl",
     "value_stats",
     "values_over_time",

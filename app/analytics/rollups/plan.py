@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo
 import duckdb
 
 from app.analytics.filters import Filter
+from app.analytics.windows import width
 
 MIN_HOURS = 24  # shorter windows read raw rows: exact quantiles, and fast enough
 HOUR = timedelta(hours=1)
@@ -108,9 +109,9 @@ def _aligned_days(
     rows = cur.execute(
         "SELECT day FROM rollup_hours WHERE "
         f"{IN_RANGE} GROUP BY day HAVING "
-        "time_bucket(to_seconds(?), min(hour), ?) = time_bucket(to_seconds(?), max(hour), ?) "
-        "AND time_bucket(to_seconds(?), min(hour), ?) = time_bucket(to_seconds(?), day, ?)",
-        [lo, hi, seconds, tz, seconds, tz, seconds, tz, seconds, tz],
+        "time_bucket(?::INTERVAL, min(hour), ?) = time_bucket(?::INTERVAL, max(hour), ?) "
+        "AND time_bucket(?::INTERVAL, min(hour), ?) = time_bucket(?::INTERVAL, day, ?)",
+        [lo, hi, *[width(seconds), tz] * 4],
     ).fetchall()
     return {r[0] for r in rows}
 
@@ -230,6 +231,17 @@ def _day_ranges(all_days: list[datetime], chosen: set[datetime]) -> list[Part]:
             parts.append(Part("daily", day, end))
         run = True
     return parts
+
+
+def coverage(
+    cur: duckdb.DuckDBPyConnection, flt: Filter, seconds: int | None = None, tz: str = "UTC"
+) -> str | None:
+    """Which rollup tiers (and raw rows) answer this window at this bucket width, and what
+    they could not count, in words; None when it is read from raw rows alone."""
+    sp = plan(cur, flt, seconds, tz)
+    if sp is None or not sp.parts:
+        return None
+    return f"Answered {sp.source()}."
 
 
 def split(cur: duckdb.DuckDBPyConnection, flt: Filter) -> Split | None:

@@ -23,6 +23,7 @@ from app.analytics.rollups.sketch import (
     group_estimates,
     per_bin,
 )
+from app.analytics.windows import width
 from app.storage import tiers
 from app.storage.rollups import (
     HALF_OCTAVE_EDGES,
@@ -91,20 +92,20 @@ def values_over_time(
     raw, raw_params = _raw_selects(
         flt,
         sp,
-        f"SELECT time_bucket(to_seconds(?), started_at, ?) AS g, measure, {bucket_sql('v')} AS b, "
+        f"SELECT time_bucket(?::INTERVAL, started_at, ?) AS g, measure, {bucket_sql('v')} AS b, "
         f"sum(wt) AS n, max(v) AS vmax, false AS rolled FROM (SELECT started_at, "
         f"{WEIGHT} AS wt, {_MEASURE_ROWS} FROM {{src}}) WHERE v IS NOT NULL "
         "AND list_contains(?, measure) GROUP BY ALL",
-        lead=[seconds, tz],
+        lead=[width(seconds), tz],
         tail=[codes],
     )
     frame = _merged(
         cur,
         "SELECT g, measure, b, sum(n) AS n, max(vmax) AS vmax",
-        "SELECT time_bucket(to_seconds(?), hour, ?) AS g, measure, b, w AS n, vmax, true AS rolled "
+        "SELECT time_bucket(?::INTERVAL, hour, ?) AS g, measure, b, w AS n, vmax, true AS rolled "
         f"FROM {src} WHERE list_contains(?, measure)",
         raw,
-        [seconds, tz, *params, codes, *raw_params],
+        [width(seconds), tz, *params, codes, *raw_params],
         "g, measure, b",
         frame=True,  # the bucket times as DuckDB hands them to pandas, as the raw path does
     )
@@ -142,26 +143,52 @@ def sums_over_time(
     raw, raw_params = _raw_selects(
         flt,
         sp,
-        f"SELECT time_bucket(to_seconds(?), started_at, ?) AS g, sum({WEIGHT}) AS requests, "
+        f"SELECT time_bucket(?::INTERVAL, started_at, ?) AS g, sum({WEIGHT}) AS requests, "
         f"sum(isl * {WEIGHT}) AS input_tokens, sum(osl * {WEIGHT}) AS output_tokens, "
         "false AS rolled FROM {src} GROUP BY ALL",
-        lead=[seconds, tz],
+        lead=[width(seconds), tz],
     )
     return _merged(
         cur,
         "SELECT g AS bucket, round(sum(requests))::BIGINT AS requests, "
         "round(sum(input_tokens))::HUGEINT AS input_tokens, "
         "round(sum(output_tokens))::HUGEINT AS output_tokens",
-        "SELECT time_bucket(to_seconds(?), hour, ?) AS g, "
+        "SELECT time_bucket(?::INTERVAL, hour, ?) AS g, "
         "sum(w) FILTER (WHERE measure = 0) AS requests, "
         "sum(vsum) FILTER (WHERE measure = 0) AS input_tokens, "
         "sum(vsum) FILTER (WHERE measure = 1) AS output_tokens, true AS rolled "
         f"FROM {src} WHERE measure IN (0, 1) GROUP BY ALL",
         raw,
-        [seconds, tz, *params, *raw_params],
+        [width(seconds), tz, *params, *raw_params],
         "g",
         frame=True,
     )
+
+
+def totals(
+    cur: duckdb.DuckDBPyConnection, flt: Filter, sp: Split
+) -> tuple[float, float, float] | None:
+    """(requests, input tokens, output tokens) over the window, weighted and exact (sums of
+    the ISL and OSL buckets); None when no rollup row is in it."""
+    src, params = _rolled(flt, sp, "values")
+    raw, raw_params = _raw_selects(
+        flt,
+        sp,
+        f"SELECT sum({WEIGHT}) AS requests, sum(isl * {WEIGHT}) AS input_tokens, "
+        f"sum(osl * {WEIGHT}) AS output_tokens, false AS rolled FROM {{src}}",
+    )
+    row = cur.execute(
+        "SELECT coalesce(sum(requests), 0), coalesce(sum(input_tokens), 0), "
+        "coalesce(sum(output_tokens), 0), bool_or(rolled) FROM ("
+        "SELECT sum(w) FILTER (WHERE measure = 0) AS requests, "
+        "sum(vsum) FILTER (WHERE measure = 0) AS input_tokens, "
+        "sum(vsum) FILTER (WHERE measure = 1) AS output_tokens, true AS rolled "
+        f"FROM {src} WHERE measure IN (0, 1)" + "".join(f" UNION ALL {q}" for q in raw) + ")",
+        params + raw_params,
+    ).fetchone()
+    if row is None or not row[3]:
+        return None
+    return float(row[0]), float(row[1]), float(row[2])
 
 
 def local_hour_counts(

@@ -10,7 +10,7 @@ from datetime import datetime
 import pandas as pd
 from dash import Dash, Input, Output, dcc, html
 
-from app.analytics import latency, load, windows
+from app.analytics import latency, load, rollups, windows
 from app.analytics.bins import LOG2_EDGES
 from app.charts import latency as charts
 from app.charts import load as load_charts
@@ -168,6 +168,11 @@ def layout_for(
                     if (error := trend.attrs.get("relative_error"))
                     else "."
                 ),
+                className="muted",
+            ),
+            html.P(
+                rollups.coverage(cur, flt, windows.BUCKETS[bucket], tz) or "",
+                id=ids.LATENCY_SOURCE,
                 className="muted",
             ),
             html.Div(goodput_cards(db, flt, tz, bucket, fleet), className="two-col"),

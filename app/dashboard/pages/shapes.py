@@ -12,7 +12,7 @@ from datetime import datetime
 import numpy as np
 from dash import Dash, Input, Output, dcc, html
 
-from app.analytics import goodput, shapes
+from app.analytics import goodput, rollups, shapes
 from app.charts.heatmap import Bounds, heatmap_figure
 from app.charts.slo import goodput_heatmap_figure
 from app.dashboard import filterbar, ids
@@ -228,6 +228,11 @@ def layout_for(db: Database, query: dict, now: datetime, fleet: Fleet = Fleet())
                     " requests in the window. ",
                     note,
                 ],
+                className="muted",
+            ),
+            html.P(
+                (rollups.coverage(cur, flt) if bins != "linear" else None) or "",
+                id=ids.SHAPES_SOURCE,
                 className="muted",
             ),
             html.Div(

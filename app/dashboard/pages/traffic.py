@@ -7,7 +7,7 @@ from datetime import datetime
 
 from dash import html
 
-from app.analytics import traffic, windows
+from app.analytics import rollups, traffic, windows
 from app.charts import traffic as charts
 from app.dashboard import filterbar, ids
 from app.dashboard.pages import graph_card, register_page
@@ -33,6 +33,11 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
                     html.Span(f"{int(rates['requests'].sum()):,}", id=ids.TRAFFIC_TOTAL),
                     f" requests; rates averaged over {bucket} buckets ({tz}).",
                 ],
+                className="muted",
+            ),
+            html.P(
+                rollups.coverage(cur, flt, windows.BUCKETS[bucket], tz) or "",
+                id=ids.TRAFFIC_SOURCE,
                 className="muted",
             ),
             graph_card(
