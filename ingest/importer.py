@@ -34,6 +34,7 @@ def import_file(
     progress: Callable[[int], None] | None = None,
     now: datetime | None = None,
     tokenizer: Path | None = None,
+    tz: str = "UTC",
 ) -> ImportStats:
     """Validate and store a whole file through the same rules as the HTTP route."""
     if fmt not in FORMATS:
@@ -53,7 +54,7 @@ def import_file(
                     stats.first_errors.append(f"{where}: {r.reason}")
             if progress:
                 progress(items)
-        rollups.rebuild_all(store.con)  # the dashboard reads whole hours from them at once
+        rollups.rebuild_all(store.con, tz)  # the dashboard reads whole hours from them at once
     finally:
         store.con.close()
     return stats

@@ -58,6 +58,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             raw_chars=settings.reject_raw_chars,
             progress=progress.advance,
             tokenizer=Path(args.tokenizer) if args.tokenizer else None,
+            tz=settings.tz,  # the daily rollups' days
         )
         progress.close()
     print(

@@ -167,6 +167,11 @@ def fold(con: duckdb.DuckDBPyConnection, hours: list[datetime], delta: dict[str,
         ]
         for flag in ("in_full", "in_nt", "in_day")
     }
+    # Their rows changed: a node pushing rollups sends hours rebuilt since its last round.
+    con.execute(
+        "UPDATE rollup_hours SET built_at = get_current_timestamp() WHERE list_contains(?, hour)",
+        [hours],
+    )
     for kind, temp in delta.items():
         if held["in_full"]:
             _merge(

@@ -42,6 +42,9 @@ class Part:
     tier: str
     lo: datetime
     hi: datetime
+    # Daily parts: the exact day keys (keys fixed when first built may interleave with days of
+    # another zone, so a range could take in a day outside the window).
+    keys: tuple[datetime, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,9 +85,17 @@ def _ceil(t: datetime) -> datetime:
     return floor if floor == t else floor + HOUR
 
 
+def _sealed_in(cur: duckdb.DuckDBPyConnection, lo: datetime | None, hi: datetime | None) -> bool:
+    """Whether an hour of [lo, hi) has lost its raw rows (sealed, or imported)."""
+    row = cur.execute(
+        f"SELECT count(*) FROM rollup_hours WHERE source <> 'raw' AND {IN_RANGE}", [lo, hi]
+    ).fetchone()
+    return bool(row and row[0])
+
+
 def _hours(cur: duckdb.DuckDBPyConnection, lo: datetime | None, hi: datetime | None) -> list:
     return cur.execute(
-        f"SELECT hour, day, in_full, in_nt, in_day FROM rollup_hours WHERE {IN_RANGE} "
+        f"SELECT hour, day, in_full, in_nt, in_day, source FROM rollup_hours WHERE {IN_RANGE} "
         "ORDER BY hour",
         [lo, hi],
     ).fetchall()
@@ -147,17 +158,21 @@ def plan(
     hi = _floor(end) if end is not None else None
     # An open end runs to now: "the last hour" is short however it is written.
     last = hi if hi is not None else _floor(datetime.now(UTC)) + HOUR
-    if lo is not None and last - lo < MIN_HOURS * HOUR:
-        return None
+    if lo is not None and last - lo < MIN_HOURS * HOUR and not _sealed_in(cur, lo, hi):
+        return None  # unless raw rows of the window are gone: then only the rollups hold it
     dirty = [
         r[0]
         for r in cur.execute(
             f"SELECT DISTINCT hour FROM rollup_dirty WHERE {IN_RANGE} ORDER BY hour", [lo, hi]
         ).fetchall()
     ]
-    dirty_set = set(dirty)
     tenant = bool(flt.tenants)
     hours = _hours(cur, lo, hi)
+    # A dirty sealed hour (late rows for an hour whose raw rows were pruned) is read from both:
+    # its tier rows are the record, its raw rows are only the late ones (disjoint until the
+    # rebuild adds them and deletes their raw copies).
+    sealed = {r[0] for r in hours if r[5] == "sealed"}
+    dirty_set = set(dirty) - sealed
     # Days wholly inside the window, clean, held by the daily tier and aligned to the buckets.
     days: set[datetime] = set()
     all_days: list[datetime] = []
@@ -165,7 +180,8 @@ def plan(
         aligned = _aligned_days(cur, lo, hi, seconds, tz)
         # Every hour of a day (not only those in the window) must be clean, held and inside.
         for day, first, final, held, has_dirty in cur.execute(
-            "SELECT day, min(hour), max(hour), bool_and(in_day), bool_or(d.hour IS NOT NULL) "
+            "SELECT day, min(hour), max(hour), bool_and(in_day), "
+            "bool_or(d.hour IS NOT NULL AND r.source <> 'sealed') "
             "FROM rollup_hours r LEFT JOIN (SELECT DISTINCT hour FROM rollup_dirty) d "
             "USING (hour) WHERE day IN (SELECT DISTINCT day FROM rollup_hours WHERE "
             f"{IN_RANGE}) GROUP BY day ORDER BY day",
@@ -178,7 +194,7 @@ def plan(
                 days.add(day)
     chosen: list[tuple[datetime, str]] = []  # (hour key, tier) in order
     missing: list[datetime] = []
-    for hour, day, in_full, in_nt, _in_day in hours:
+    for hour, day, in_full, in_nt, _in_day, _source in hours:
         if hour in dirty_set or day in days:
             continue
         if not tenant and in_nt:
@@ -217,20 +233,11 @@ def _ranges(keys: list[tuple[datetime, str]]) -> list[Part]:
 
 
 def _day_ranges(all_days: list[datetime], chosen: set[datetime]) -> list[Part]:
-    """Runs of chosen days with no other day key between them as daily parts [lo, hi)."""
-    parts: list[Part] = []
-    run = False
-    for day in all_days:
-        if day not in chosen:
-            run = False
-            continue
-        end = day + timedelta(microseconds=1)
-        if run:
-            parts[-1] = Part("daily", parts[-1].lo, end)
-        else:
-            parts.append(Part("daily", day, end))
-        run = True
-    return parts
+    """The chosen days as one daily part holding their exact keys."""
+    keys = tuple(d for d in all_days if d in chosen)
+    if not keys:
+        return []
+    return [Part("daily", keys[0], keys[-1] + timedelta(microseconds=1), keys)]
 
 
 def coverage(
@@ -238,7 +245,7 @@ def coverage(
 ) -> str | None:
     """Which rollup tiers (and raw rows) answer this window at this bucket width, and what
     they could not count, in words; None when it is read from raw rows alone."""
-    sp = plan(cur, flt, seconds, tz)
+    sp = plan(cur, flt) if seconds is None else local_split(cur, flt, tz, seconds)
     if sp is None or not sp.parts:
         return None
     return f"Answered {sp.source()}."

@@ -49,11 +49,12 @@ def _rolled(flt: Filter, sp: Split, kind: str) -> tuple[str, list]:
     names = ", ".join(tiers.columns("daily", kind))
     selects, params = [], []
     for part in sp.parts:
+        exact = " AND list_contains(?, hour)" if part.keys else ""
         selects.append(
             f"SELECT {names} FROM {tiers.table(part.tier, kind)} "
-            f"WHERE hour >= ? AND hour < ? AND {dims}"
+            f"WHERE hour >= ? AND hour < ?{exact} AND {dims}"
         )
-        params += [part.lo, part.hi, *dim_params]
+        params += [part.lo, part.hi, *([list(part.keys)] if part.keys else []), *dim_params]
     if not selects:
         selects.append(f"SELECT {names} FROM {tiers.table('daily', kind)} WHERE false")
     return f"({' UNION ALL '.join(selects)})", params
