@@ -21,7 +21,7 @@ PY_DIRS := app ingest tests bench
 # Without the end-of-life banner Material for MkDocs prints on every build.
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
 
-.PHONY: install lock demo run test lint docs bench chromium clean
+.PHONY: install lock demo run test lint docs bench chromium java clean
 
 $(UV_STAMP):
 	rm -rf $(TOOLS)
@@ -73,6 +73,13 @@ chromium:
 	  echo "installing Debian's chromium for the browser tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# The Spark tests (tokenshape[lake], tests/integration/test_lake_spark.py) need a Java 17+
+# runtime; install Debian's when there is no java at all (needs root, as in CI).
+java:
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "installing Debian's Java 17 runtime for the Spark tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null; }
+
 # The static checks: lint, formatting, the import contracts ([tool.importlinter]), types.
 lint: install
 	$(BIN)/ruff check $(PY_DIRS)
@@ -81,7 +88,7 @@ lint: install
 	$(BIN)/mypy app ingest
 
 # The static checks, the docs built strictly (into a folder thrown away), then the suite.
-test: lint chromium
+test: lint chromium java
 	d=$$(mktemp -d) && $(MKDOCS) build --strict --quiet -d "$$d"; rc=$$?; rm -rf "$$d"; exit $$rc
 	$(BIN)/pytest -q
 

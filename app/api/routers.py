@@ -16,6 +16,7 @@ from app.api import (
     metrics,
     openapi,
     performance,
+    rollups,
     shapes,
 )
 from app.auth import routes as auth_routes
@@ -28,6 +29,7 @@ def include(app: FastAPI, ingest: APIRouter) -> None:
     app.include_router(admin.router)
     app.include_router(backup.router)
     app.include_router(ingest)
+    app.include_router(rollups.router)  # /v1/rollups: lake imports and pushes
     app.include_router(health.router)
     app.include_router(shapes.router)
     app.include_router(latency.router)

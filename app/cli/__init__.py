@@ -18,6 +18,7 @@ from app.cli import (
     engines,
     goodput,
     imports,
+    lake,
     migrate,
     perf,
     reports,
@@ -51,6 +52,7 @@ REGISTER = (
     goodput.add_parser,
     engines.add_parser,
     sizing.add_money,
+    lake.add_parser,
 )
 
 

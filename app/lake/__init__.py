@@ -1,0 +1,1 @@
+"""Apache Spark computes tokenshape's rollups where a data lake already is (`tokenshape lake`)."""
