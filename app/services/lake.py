@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from pathlib import Path, PurePosixPath
 
@@ -186,7 +186,9 @@ def default_origin() -> str:
 
 
 def _retry_after(value: str | None) -> float | None:
-    """Seconds a Retry-After header asks for (a number or an HTTP date)."""
+    """Seconds a Retry-After header asks for (a number or an HTTP date). A copy of
+    ingest/ship.py's: the shipping client may import nothing of the server, nor the
+    services anything of ingest (import-linter), and no lower module is shared by both."""
     if not value:
         return None
     value = value.strip()
@@ -196,6 +198,8 @@ def _retry_after(value: str | None) -> float | None:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
+    if when.tzinfo is None:  # "-0000": UTC, not the host's local time
+        when = when.replace(tzinfo=UTC)
     return max(0.0, when.timestamp() - time.time())
 
 
