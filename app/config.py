@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -168,6 +169,30 @@ class Settings(BaseSettings):
         # Runtime): the settings import nothing of the app.
     )
     report_tz: str = Field("UTC", description="IANA time zone of the report schedule.")
+    push_url: str = Field(
+        "",
+        description="A central tokenshape this server pushes its own hourly rollups to, e.g. "
+        "https://central.example:8050 (empty: no push).",
+    )
+    push_token: SecretStr = Field(
+        SecretStr(""),
+        description="An ingest token of the central node, for the push (never logged).",
+    )
+    push_every_s: float = Field(
+        300.0,
+        gt=0,
+        description="Seconds between push rounds; each sends the hours rebuilt since the last "
+        "complete one.",
+    )
+    push_origin: str = Field(
+        "", description="This node's name at the central node (empty: the host name)."
+    )
+    push_give_up_s: float = Field(
+        600.0,
+        ge=0,
+        description="A push request the central node has not taken for this long fails its "
+        "round; the next round sends its hours again (0: retry forever).",
+    )
     log_level: str = Field("info", description="Log level: debug, info, warning, error.")
     log_format: Literal["text", "json"] = Field(
         "text", description="Log lines: text, or json (one object per line); secrets redacted."
@@ -206,6 +231,27 @@ class Settings(BaseSettings):
     def auth_enabled(self) -> bool:
         """Logins required: always when on, and under auto whenever the bind is not loopback."""
         return self.auth == "on" or (self.auth == "auto" and not self.loopback)
+
+    @field_validator("push_url")
+    @classmethod
+    def _push_url(cls, value: str) -> str:
+        value = value.strip()
+        if value and not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError(
+                f"{value!r}: use the central node's address with its scheme, e.g. "
+                "https://central.example:8050"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _push_needs_token(self) -> Settings:
+        if self.push_url and not self.push_token.get_secret_value():
+            raise ValueError(
+                "TOKENSHAPE_PUSH_URL is set but TOKENSHAPE_PUSH_TOKEN is empty: set it to an "
+                "ingest token of the central node (`tokenshape token create --gateway NAME "
+                "--scope ingest` there), or unset TOKENSHAPE_PUSH_URL"
+            )
+        return self
 
     @field_validator("smtp_tls")
     @classmethod

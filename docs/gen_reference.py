@@ -103,7 +103,20 @@ SETTING_GROUPS: dict[str, tuple[str, ...]] = {
         "writer_flush_ms",
         "rollup_settle_s",
     ),
-    "Retention": ("retention_days", "reject_retention_days"),
+    "Retention": (
+        "retention_days",
+        "reject_retention_days",
+        "rollup_hourly_days",
+        "rollup_hourly_nt_days",
+        "rollup_daily_days",
+    ),
+    "Lake push (to a central node)": (
+        "push_url",
+        "push_token",
+        "push_every_s",
+        "push_origin",
+        "push_give_up_s",
+    ),
     "Sizing": ("seasonal_threshold",),
     "Latency targets and money": (
         "slo_ttft_ms",

@@ -7,6 +7,7 @@ import pandas as pd
 
 from app.analytics import rollups, weighted
 from app.analytics.filters import Filter
+from app.storage import tiers
 from app.storage.rollups import RELATIVE_ERROR
 from app.storage.rows import first_row
 from app.storage.schema import AZURE_GATEWAY
@@ -116,51 +117,60 @@ def _model_row(model: str | None, group: rollups.GroupStats) -> tuple:
 
 
 def span(cur: duckdb.DuckDBPyConnection) -> dict:
-    """First and last start time, totals (estimated requests and tokens when sampled),
-    gateways, and whether the Azure trace is present."""
+    """First and last start time, requests (estimated when sampled), gateways, and whether
+    the Azure trace is present."""
     sampled = weighted.is_sampled(cur, Filter())
     row = first_row(
         cur,
         f"SELECT min(started_at), max(started_at), {weighted.count_sql(sampled)}, "
-        f"coalesce({weighted.sum_sql('isl', sampled)}, 0), "
-        f"coalesce({weighted.sum_sql('osl', sampled)}, 0), count(DISTINCT gateway), "
-        "count(*) FILTER (WHERE gateway = ?) FROM requests",
+        "count(DISTINCT gateway), count(*) FILTER (WHERE gateway = ?) FROM requests",
         [AZURE_GATEWAY],
     )
     assert row is not None
-    first, last = row[0], row[1]
-    requests, input_tokens, output_tokens = int(row[2]), int(row[3]), int(row[4])
+    first, last, requests = row[0], row[1], int(row[2])
     # Hours whose raw rows are gone (retention, a lake import) are counted from the rollups,
-    # which count every request of every clean hour: then the rollup totals are the totals.
+    # which count every request of every clean hour: then the rollup count is the count.
     held = first_row(
         cur,
         "SELECT min(hour), max(hour) + INTERVAL 1 HOUR FROM rollup_hours WHERE source <> 'raw'",
     )
     if held and held[0] is not None and (sp := rollups.split(cur, Filter())) is not None:
-        if (found := rollups.totals(cur, Filter(), sp)) is not None:
-            requests, input_tokens, output_tokens = (round(v) for v in found)
+        if (found := rollups.request_count(cur, Filter(), sp)) is not None:
+            requests = round(found)
             first = held[0] if first is None else min(first, held[0])
             last = held[1] if last is None else max(last, held[1])
     return {
         "first": first,
         "last": last,
         "requests": requests,
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "gateways": int(row[5]),
-        "azure_rows": int(row[6]),
+        "gateways": int(row[3]),
+        "azure_rows": int(row[4]),
     }
 
 
 DIMENSIONS = ("model", "engine", "gateway", "tenant")
+# Where each column's values outlive raw rows (sealed hours, lake imports): the smallest rollup
+# table that has it. The daily tier holds every hour the hourly tiers hold (their retentions
+# nest: full grain <= without tenant <= daily), at a fifth of the rows of the hourly tier
+# without tenant; tenants are kept only at full grain.
+ROLLED = {
+    "model": tiers.table("daily", "shapes"),
+    "engine": tiers.table("daily", "shapes"),
+    "gateway": tiers.table("daily", "shapes"),
+    "tenant": tiers.table("hourly", "shapes"),
+}
 
 
 def dimension_values(cur: duckdb.DuckDBPyConnection, limit: int = 200) -> dict[str, list[str]]:
-    """Distinct values of each filterable column, for the filter bar's choices."""
+    """Distinct values of each filterable column, for the filter bar's choices: those of the
+    raw rows and of the rollups (a model seen only in hours whose raw rows are gone counts
+    too), the first `limit` in order."""
     out: dict[str, list[str]] = {}
-    for column in DIMENSIONS:  # names from a fixed tuple, never from the user
+    for column in DIMENSIONS:  # names from fixed tables, never from the user
         rows = cur.execute(
-            f"SELECT DISTINCT {column} FROM requests WHERE {column} IS NOT NULL ORDER BY 1 LIMIT ?",
+            f"SELECT v FROM (SELECT DISTINCT {column} AS v FROM requests "
+            f"WHERE {column} IS NOT NULL UNION SELECT DISTINCT {column} FROM {ROLLED[column]} "
+            f"WHERE {column} IS NOT NULL) ORDER BY 1 LIMIT ?",
             [limit],
         ).fetchall()
         out[column] = [r[0] for r in rows]

@@ -75,7 +75,12 @@ def quantile_over_time(
 
 
 def engines_in(cur: duckdb.DuckDBPyConnection, flt: Filter, limit: int = 12) -> list[str]:
-    """The named engines of the window, busiest first (at most `limit`)."""
+    """The named engines of the window, busiest first (at most `limit`), counting the hours
+    whose raw rows are gone (pruned, or imported from the lake) from the rollups."""
+    if (sp := rollups.split(cur, flt)) is not None:
+        found = rollups.busiest(cur, flt, sp, "engine", limit)
+        if found is not None:
+            return found
     where, params = flt.where()
     rows = cur.execute(
         f"SELECT engine FROM requests WHERE {where} AND engine IS NOT NULL "
@@ -83,6 +88,43 @@ def engines_in(cur: duckdb.DuckDBPyConnection, flt: Filter, limit: int = 12) -> 
         [*params, limit],
     ).fetchall()
     return [r[0] for r in rows]
+
+
+def quantile_by_engine(
+    cur: duckdb.DuckDBPyConnection,
+    flt: Filter,
+    percentiles: dict[str, float],
+    bucket: str,
+    tz: str,
+) -> dict[str, pd.DataFrame] | None:
+    """`quantile_over_time` for each engine of `percentiles` (engine -> its quantile, 0-1)
+    from one scan of the rollups; None when the window is not read from them (then ask
+    `quantile_over_time` per engine)."""
+    seconds = BUCKETS[bucket]
+    narrowed = replace(flt, engines=tuple(percentiles))
+    sp = None if seconds < 3600 else rollups.local_split(cur, narrowed, tz, seconds)
+    if sp is None or not percentiles:
+        return None
+    qs = tuple(sorted(set(percentiles.values())))
+    found = rollups.values_over_time_by(
+        cur, narrowed, sp, seconds, tz, MEASURES, qs, "engine", tuple(percentiles)
+    )
+    if found is None:
+        return None
+    out: dict[str, pd.DataFrame] = {}
+    for engine, q in percentiles.items():
+        if engine not in found:
+            frame = pd.DataFrame({"bucket": [], "requests": []}).astype({"requests": float})
+            for m in MEASURES:
+                frame[m] = pd.Series([], dtype=float)
+        else:
+            frame, stats = found[engine]
+            for m in MEASURES:
+                frame[m] = stats[m][:, qs.index(q)]
+            frame["requests"] = frame["requests"].astype(float)
+        frame.attrs["relative_error"] = RELATIVE_ERROR
+        out[engine] = frame
+    return out
 
 
 def for_engine(flt: Filter, engine: str) -> Filter:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
@@ -23,6 +23,7 @@ from app.services.rightsizing import (
     recommendation_dict,
     seasonal,
     seasonal_dict,
+    window_note,
 )
 from app.sizing.profile import EngineProfile
 
@@ -159,7 +160,7 @@ def get_recommendation(
             raise  # not the profile's fault: a 500 from the error handler, traceback logged
         # The stored profile cannot be sized: say so, and how to fix it.
         raise HTTPException(422, detail=profiles.sizing_failure(name, exc)) from None
-    return recommendation_dict(r)
+    return recommendation_dict(r) | {"raw_only_note": window_note(db, name, start, end, clock())}
 
 
 @router.get(
@@ -228,7 +229,10 @@ def get_money(
     """Each engine's plans (today, rebuilt, hourly, seasonal) per month, the best one within
     the SLO, what it saves, cost per million tokens, and the fleet's totals; an engine that
     cannot be sized has no plans and its `error` says why (the totals leave it out)."""
-    m = fleet_money(db, now=clock(), tz=settings.tz, fleet=fleet, weeks=weeks)
+    now = clock()
+    m = fleet_money(db, now=now, tz=settings.tz, fleet=fleet, weeks=weeks)
+    # The plans' window, as `seasonal` takes it: whole weeks up to the last whole hour.
+    end = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
     return {
         "currency": m.currency,
         "weeks": weeks,
@@ -239,4 +243,5 @@ def get_money(
         "gpu_hours_now_month": round(m.gpu_hours_now_month, 1),
         "gpu_hours_best_month": round(m.gpu_hours_best_month, 1),
         "engines": [money_dict(e) for e in m.engines],
+        "raw_only_note": window_note(db, None, end - timedelta(weeks=weeks), end, now),
     }

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from app.api.params import FilterDep
+from app.api.schemas import RawOnlyField
 from app.server.deps import DbDep, SettingsDep
 from app.services import slo
 from app.sizing.slo import Fleet
@@ -143,6 +144,7 @@ class GoodputOut(BaseModel):
     by_engine: list[EngineOut]
     misses: list[MissOut] = Field(description="cells that miss, the most excess misses first")
     sampled: bool = Field(description="counts are estimates from sampled rows")
+    raw_only_note: str | None = RawOnlyField
 
 
 @router.get("/api/goodput", response_model=GoodputOut, summary="Goodput and the SLO ledger")

@@ -7,7 +7,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from app import __version__
-from app.api.schemas import DatabaseHealth, Health, ReportsHealth, WriterHealth
+from app.api.schemas import (
+    DatabaseHealth,
+    Health,
+    LakePushHealth,
+    ReportsHealth,
+    WriterHealth,
+)
 from app.auth import principal
 from app.server import runtime
 from app.server.deps import DbDep, WriterDep
@@ -76,6 +82,15 @@ def health(request: Request, db: DbDep, writer: WriterDep) -> JSONResponse:
             reports.last_week = last["week"]
             reports.last_status = last["status"]
             reports.last_error = last["error"]
+    push = runtime.of(request).lake_push
+    lake_push = None
+    if push is not None:
+        lake_push = LakePushHealth(**push.state())
+        if principal.current() is None:  # where it pushes is for those who may read
+            lake_push.url = "(log in to see)"
+            if lake_push.last_error:
+                where = push.url.rstrip("/")
+                lake_push.last_error = lake_push.last_error.replace(where, "the central node")
     problem = _problem(database, state)
     ok = problem is None
     body = Health(
@@ -85,5 +100,6 @@ def health(request: Request, db: DbDep, writer: WriterDep) -> JSONResponse:
         database=database,
         writer=state,
         reports=reports,
+        lake_push=lake_push,
     )
     return JSONResponse(body.model_dump(), status_code=200 if ok else 503)

@@ -20,7 +20,7 @@ from app.api.schemas import (
     TtftBin,
     TtftVsIslOut,
 )
-from app.api.shapes import answered, sampled
+from app.api.shapes import raw_only, sampled, source
 from app.server.deps import DbDep, SettingsDep
 
 router = APIRouter(tags=["latency and traffic"])
@@ -45,13 +45,15 @@ def latency_trend(
     start, end, _ = windows.span(cur, flt)
     bucket = windows.bucket_for(start, end)
     frame = latency.trend(cur, flt, bucket, settings.tz, exact=exact)
+    seconds = windows.BUCKETS[bucket]
     points = [TrendPoint(**_clean(r)) for r in frame.to_dict("records")]
     return TrendOut(
         bucket=bucket,
         points=points,
         relative_error=frame.attrs["relative_error"],
         **sampled(cur, flt),
-        **({} if exact else answered(cur, flt, windows.BUCKETS[bucket], settings.tz)),
+        # Buckets under an hour are read raw whatever the window (latency.trend).
+        **source(cur, flt, seconds, settings.tz, rolled=not exact and seconds >= 3600),
     )
 
 
@@ -71,7 +73,10 @@ def ttft_vs_isl(db: DbDep, flt: FilterDep, exact: ExactDep = False) -> TtftVsIsl
         for r in frame.to_dict("records")
     ]
     return TtftVsIslOut(
-        bins=bins, slope_ms_per_1k_tokens=slope, relative_error=frame.attrs["relative_error"]
+        bins=bins,
+        slope_ms_per_1k_tokens=slope,
+        relative_error=frame.attrs["relative_error"],
+        **(raw_only(db.cursor(), flt) if not frame.attrs["relative_error"] else {}),
     )
 
 
@@ -83,6 +88,7 @@ def itl_by_position(db: DbDep, flt: FilterDep, exact: ExactDep = False) -> ItlBy
     frame = latency.itl_by_position(db.cursor(), flt, exact=exact)
     return ItlByPositionOut(
         relative_error=frame.attrs["relative_error"],
+        **(raw_only(db.cursor(), flt) if not frame.attrs["relative_error"] else {}),
         bins=[
             PositionBin(
                 position_from=int(r["position_from"]),
@@ -100,7 +106,12 @@ def e2e(db: DbDep, flt: FilterDep) -> E2eOut:
     """The distribution of time to completion."""
     frame = latency.e2e_distribution(db.cursor(), flt)
     counts = [int(c) for c in frame["requests"]]
-    return E2eOut(edges_ms=[int(e) for e in frame["e2e_from_ms"]], counts=counts, total=sum(counts))
+    return E2eOut(
+        edges_ms=[int(e) for e in frame["e2e_from_ms"]],
+        counts=counts,
+        total=sum(counts),
+        **raw_only(db.cursor(), flt),
+    )
 
 
 @router.get("/api/traffic", response_model=TrafficOut, response_model_exclude_unset=True)
@@ -121,11 +132,13 @@ def traffic_view(db: DbDep, flt: FilterDep, settings: SettingsDep) -> TrafficOut
         for r in frame.to_dict("records")
     ]
     matrix = traffic.hour_weekday(cur, flt, settings.tz)
+    seconds = windows.BUCKETS[bucket]
     return TrafficOut(
         bucket=bucket,
         tz=settings.tz,
         points=points,
         weekday_hour=matrix.tolist(),
         **sampled(cur, flt),
-        **answered(cur, flt, windows.BUCKETS[bucket], settings.tz),
+        # Buckets under an hour are read raw whatever the window (traffic.rates).
+        **source(cur, flt, seconds, settings.tz, rolled=seconds >= 3600),
     )

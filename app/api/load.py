@@ -14,6 +14,8 @@ from app.analytics import load
 from app.analytics.bins import LOG2_EDGES
 from app.analytics.windows import BUCKETS
 from app.api.params import FilterDep
+from app.api.schemas import RawOnlyField
+from app.api.shapes import raw_only
 from app.server.deps import DbDep, SettingsDep
 
 router = APIRouter(tags=["load"])
@@ -39,6 +41,7 @@ class LoadOut(BaseModel):
     start: datetime | None = Field(description="the window the series covers")
     end: datetime | None
     points: list[LoadPoint]
+    raw_only_note: str | None = RawOnlyField
 
 
 class InflightLevel(BaseModel):
@@ -68,6 +71,7 @@ class InflightOut(BaseModel):
 
     edges: list[int] = Field(description="lower edges of the in-flight levels")
     levels: list[InflightLevel]
+    raw_only_note: str | None = RawOnlyField
 
 
 def _number(value) -> float | None:
@@ -116,7 +120,9 @@ def inflight(
         )
         for r in frame.to_dict("records")
     ]
-    return LoadOut(bucket=chosen, tz=settings.tz, start=start, end=end, points=points)
+    return LoadOut(
+        bucket=chosen, tz=settings.tz, start=start, end=end, points=points, **raw_only(cur, flt)
+    )
 
 
 @router.get(
@@ -161,4 +167,4 @@ def latency_by_inflight(
                 osl_mean=float(r["osl_mean"]),
             )
         )
-    return InflightOut(edges=list(load.INFLIGHT_EDGES), levels=levels)
+    return InflightOut(edges=list(load.INFLIGHT_EDGES), levels=levels, **raw_only(db.cursor(), flt))

@@ -20,7 +20,7 @@ from app.services.performance import (
     profile_for,
 )
 from app.services.profiles import NoProfile, load_profile, problem
-from app.services.rightsizing import DEFAULT_WINDOW
+from app.services.rightsizing import DEFAULT_WINDOW, window_note
 from app.sizing.perf import Shape
 
 router = APIRouter(tags=["performance"])
@@ -125,10 +125,11 @@ def get_engine_performance(
     except NoProfile as exc:
         raise HTTPException(404, detail=str(exc)) from None
     try:
-        return engine_performance(
+        out = engine_performance(
             db, name, profile, start=start, end=end, isl=isl, osl=osl, concurrency=concurrency
         )
     except LookupError as exc:
         raise HTTPException(422, detail=f"invalid parameters: {exc.args[0]}") from None
     except (PerfModelError, ValueError) as exc:
         raise _invalid(exc) from None
+    return out | {"raw_only_note": window_note(db, name, start, end, clock())}

@@ -53,6 +53,29 @@ class ReportsHealth(BaseModel):
     last_error: str | None = None
 
 
+class LakePushHealth(BaseModel):
+    """The lake push job (TOKENSHAPE_PUSH_URL): this node's rollups to a central node."""
+
+    url: str = Field(description="The central node; '(log in to see)' to anonymous callers.")
+    origin: str = Field(description="The name the hours are recorded under there.")
+    every_s: float = Field(description="Seconds between rounds (TOKENSHAPE_PUSH_EVERY_S).")
+    rounds: int = Field(description="Rounds done since the server started, failed ones too.")
+    next_round: str | None = Field(None, description="When the next round starts.")
+    last_success: str | None = Field(None, description="When a round last completed.")
+    last_hours: int = Field(
+        0, description="Hours the last complete round pushed (0: nothing was new)."
+    )
+    last_rows: dict[str, int] = Field({}, description="Its rows per table kind.")
+    hours_pushed: int = Field(0, description="Hours pushed since the server started.")
+    built_after: str | None = Field(
+        None, description="The next round sends the hours rebuilt after this (null: all)."
+    )
+    last_error: str | None = Field(
+        None, description="Why the last round failed; null once a round succeeds."
+    )
+    consecutive_failures: int = Field(0, description="Rounds failed in a row.")
+
+
 class Health(BaseModel):
     """GET /api/health."""
 
@@ -62,6 +85,9 @@ class Health(BaseModel):
     database: DatabaseHealth
     writer: WriterHealth
     reports: ReportsHealth
+    lake_push: LakePushHealth | None = Field(
+        None, description="The lake push job; null when TOKENSHAPE_PUSH_URL is not set."
+    )
 
 
 class SamplingOut(BaseModel):
@@ -86,6 +112,17 @@ AnsweredField = Field(
         "when raw rows alone answered."
     ),
 )
+RawOnlyField = Field(
+    default=None,
+    description=(
+        "Set when this answer read raw rows only (exact=true, a bucket or time zone the "
+        "rollups cannot answer, or a view that always reads raw rows) over a window some of "
+        "whose hours have no raw rows left (sealed by retention, imported from the lake): how "
+        "many hours, how many of the window's requests the answer counts, and which narrower "
+        "window holds them all, in words; absent (or null) when every request of the window "
+        "was counted."
+    ),
+)
 
 
 class HeatmapOut(BaseModel):
@@ -99,6 +136,7 @@ class HeatmapOut(BaseModel):
     counts: list[list[int]]
     total: int
     answered_from: str | None = AnsweredField
+    raw_only_note: str | None = RawOnlyField
     sampling: SamplingOut | None = SamplingField
 
 
@@ -130,6 +168,7 @@ class QuantilesOut(BaseModel):
         )
     )
     answered_from: str | None = AnsweredField
+    raw_only_note: str | None = RawOnlyField
     sampling: SamplingOut | None = SamplingField
 
 
@@ -142,6 +181,7 @@ class ShapesOut(BaseModel):
     counts: dict[str, int]
     shares: dict[str, float]
     answered_from: str | None = AnsweredField
+    raw_only_note: str | None = RawOnlyField
     sampling: SamplingOut | None = SamplingField
 
 
@@ -175,6 +215,7 @@ class TrendOut(BaseModel):
         )
     )
     answered_from: str | None = AnsweredField
+    raw_only_note: str | None = RawOnlyField
     sampling: SamplingOut | None = SamplingField
 
 
@@ -199,6 +240,7 @@ class TtftVsIslOut(BaseModel):
             "are read from hourly rollups (±0.99%). Counts and the slope are exact."
         )
     )
+    raw_only_note: str | None = RawOnlyField
 
 
 class PositionBin(BaseModel):
@@ -221,6 +263,7 @@ class ItlByPositionOut(BaseModel):
             "more are read from hourly rollups (±0.99%). Gap counts are always exact."
         )
     )
+    raw_only_note: str | None = RawOnlyField
 
 
 class E2eOut(BaseModel):
@@ -229,6 +272,7 @@ class E2eOut(BaseModel):
     edges_ms: list[int]
     counts: list[int]
     total: int
+    raw_only_note: str | None = RawOnlyField
 
 
 class TrafficPoint(BaseModel):
@@ -251,4 +295,5 @@ class TrafficOut(BaseModel):
         description="7 rows (Monday first) x 24 hours of request counts, in tz."
     )
     answered_from: str | None = AnsweredField
+    raw_only_note: str | None = RawOnlyField
     sampling: SamplingOut | None = SamplingField

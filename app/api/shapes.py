@@ -7,6 +7,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from app.analytics import rollups, sampling, shapes
+from app.analytics.filters import Filter
+from app.analytics.rollups.missing import raw_only_note
 from app.api.params import FilterDep
 from app.api.schemas import HeatmapOut, QuantilesOut, SamplingOut, ShapesOut
 from app.server.deps import DbDep
@@ -26,6 +28,21 @@ def answered(cur, flt, seconds: int | None = None, tz: str = "UTC") -> dict:
     count); else nothing, and the routes leave the key out."""
     text = rollups.coverage(cur, flt, seconds, tz)
     return {"answered_from": text} if text else {}
+
+
+def raw_only(cur, flt: Filter) -> dict:
+    """The `raw_only_note` key of a view that read raw rows only, over a window some of whose
+    hours have none left (sealed, imported); else nothing, and the routes leave the key out."""
+    text = raw_only_note(cur, flt)
+    return {"raw_only_note": text} if text else {}
+
+
+def source(
+    cur, flt: Filter, seconds: int | None = None, tz: str = "UTC", *, rolled: bool = True
+) -> dict:
+    """`answered_from` when the rollups answered the view (`rolled`: it may read them, at
+    `seconds` in `tz`), else `raw_only_note` when raw rows alone could not count the window."""
+    return (answered(cur, flt, seconds, tz) if rolled else {}) or raw_only(cur, flt)
 
 
 @router.get("/api/heatmap", response_model=HeatmapOut, response_model_exclude_unset=True)
@@ -48,7 +65,7 @@ def heatmap(
         counts=hm.counts.tolist(),
         total=hm.total,
         **sampled(db.cursor(), flt),
-        **({} if bins == "linear" else answered(db.cursor(), flt)),
+        **source(db.cursor(), flt, rolled=bins != "linear"),
     )
 
 
@@ -76,7 +93,7 @@ def quantiles(
             **found,
             "relative_error": found.relative_error,
             **sampled(db.cursor(), flt),
-            **({} if exact else answered(db.cursor(), flt)),
+            **source(db.cursor(), flt, rolled=not exact),
         }
     )
 
@@ -100,5 +117,5 @@ def four_shapes(
         counts=counts,
         shares=shares,
         **sampled(db.cursor(), flt),
-        **(answered(db.cursor(), flt) if on_edges else {}),
+        **source(db.cursor(), flt, rolled=on_edges),
     )

@@ -111,6 +111,10 @@ def _heat(db: Database, engine: str, start: datetime, end: datetime):
     x_hi, y_hi = int(used_x.max()) + 1, int(used_y.max()) + 1
     # The dashboard's scale: Cividis, linear from the smallest to the largest non-empty cell.
     lo, hi = int(counts[counts > 0].min()), int(counts.max())
+    shares = (counts[:y_hi, :x_hi] - lo) / (hi - lo) if hi > lo else np.ones((y_hi, x_hi))
+    # One call for every cell: plotly parses the scale on each call (2 s a report, per cell).
+    colours = sample_colorscale(HEAT_SCALE, np.clip(shares, 0.0, 1.0).ravel().tolist())
+    osl_labels = bin_labels(hm.osl_edges)
     rows = []
     for j in reversed(range(y_hi)):
         cells = []
@@ -119,10 +123,10 @@ def _heat(db: Database, engine: str, start: datetime, end: datetime):
             if n == 0:
                 cells.append(Cell(0, "#ffffff", "#ffffff"))
                 continue
-            share = (n - lo) / (hi - lo) if hi > lo else 1.0
-            colour = sample_colorscale(HEAT_SCALE, [share])[0]
+            share = float(shares[j, i])
+            colour = colours[j * x_hi + i]
             cells.append(Cell(n, colour, "#ffffff" if share < 0.55 else "#111111"))
-        rows.append((bin_labels(hm.osl_edges)[j], cells))
+        rows.append((osl_labels[j], cells))
     return rows, bin_labels(hm.isl_edges)[:x_hi]
 
 

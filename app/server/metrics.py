@@ -14,6 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from starlette.routing import compile_path
 
+from app.jobs.push import PushJob
 from app.storage import report_runs
 from app.storage.batches import Batch, WriteResult
 from app.storage.database import Database
@@ -32,7 +33,12 @@ RUN_STATUSES = ("sending", "sent", "failed")
 class Metrics:
     """Every metric of one app, on a registry of its own (tests build many apps in a process)."""
 
-    def __init__(self, db: Database, writer: Callable[[], Writer | None]):
+    def __init__(
+        self,
+        db: Database,
+        writer: Callable[[], Writer | None],
+        lake_push: Callable[[], PushJob | None] = lambda: None,
+    ):
         self.registry = CollectorRegistry()
         self.records = Counter(
             "tokenshape_ingest_records",
@@ -67,6 +73,7 @@ class Metrics:
         )
         self.registry.register(WriterCollector(writer))
         self.registry.register(ReportRunsCollector(db))
+        self.registry.register(LakePushCollector(lake_push))
         ProcessCollector(registry=self.registry)
 
     # The writer's FlushObserver: called on the event loop after each flush, so kept cheap.
@@ -152,6 +159,43 @@ class ReportRunsCollector(Collector):
         for status in sorted(set(RUN_STATUSES) | set(counts)):
             family.add_metric([status], counts.get(status, 0))
         yield family
+
+
+class LakePushCollector(Collector):
+    """The lake push job's rounds, read at scrape time (nothing when no push is set up)."""
+
+    def __init__(self, job: Callable[[], PushJob | None]):
+        self.job = job
+
+    def collect(self) -> Iterator[Metric]:
+        """Rounds by outcome, hours pushed, failures in a row, the last success."""
+        job = self.job()
+        if job is None:
+            return
+        rounds = CounterMetricFamily(
+            "tokenshape_lake_push_rounds",
+            "Lake push rounds since the server started, by outcome (ok, failed).",
+            labels=["outcome"],
+        )
+        rounds.add_metric(["ok"], job.rounds - job.failed_rounds)
+        rounds.add_metric(["failed"], job.failed_rounds)
+        yield rounds
+        yield CounterMetricFamily(
+            "tokenshape_lake_push_hours",
+            "Hours of rollups pushed to the central node (an hour sent again counts again).",
+            value=job.hours_pushed,
+        )
+        yield GaugeMetricFamily(
+            "tokenshape_lake_push_consecutive_failures",
+            "Lake push rounds that failed in a row (0 after a round succeeds).",
+            value=job.consecutive_failures,
+        )
+        if job.last_success is not None:
+            yield GaugeMetricFamily(
+                "tokenshape_lake_push_last_success_timestamp_seconds",
+                "When a lake push round last completed, in Unix seconds.",
+                value=job.last_success.timestamp(),
+            )
 
 
 class RouteTemplates:

@@ -18,6 +18,7 @@ from app.auth.state import AuthState
 from app.config import Settings
 from app.jobs.cron import Cron, check_setting
 from app.jobs.plans import PlanWarmer
+from app.jobs.push import PushJob
 from app.jobs.retention import RetentionJob
 from app.jobs.schedule import ReportScheduler
 from app.server.metrics import Metrics
@@ -54,6 +55,7 @@ class Runtime:
     retention: RetentionJob | None = None
     report_scheduler: ReportScheduler | None = None
     plan_warmer: PlanWarmer | None = None
+    lake_push: PushJob | None = None  # TOKENSHAPE_PUSH_URL set: rollups to a central node
 
     @classmethod
     def build(
@@ -87,7 +89,7 @@ class Runtime:
                 ),
                 monotonic,
             ),
-            metrics=Metrics(database, lambda: runtime.writer),
+            metrics=Metrics(database, lambda: runtime.writer, lambda: runtime.lake_push),
             report_cron=report_cron,
         )
         return runtime
@@ -155,6 +157,24 @@ class Runtime:
                     settings.report_cron,
                     settings.report_tz,
                     settings.report_to,
+                )
+            if settings.push_url:
+                self.lake_push = PushJob(
+                    self.db,
+                    url=settings.push_url,
+                    token=settings.push_token.get_secret_value(),
+                    origin=settings.push_origin,
+                    every_s=settings.push_every_s,
+                    give_up_after_s=settings.push_give_up_s,
+                    tz=settings.tz,
+                    clock=self.clock,
+                )
+                await stack.enter_async_context(self.lake_push)
+                log.info(
+                    "lake push on: every %g s to %s as origin %r",
+                    settings.push_every_s,
+                    settings.push_url,
+                    self.lake_push.origin,
                 )
             if settings.plans_refresh_s:
                 self.plan_warmer = PlanWarmer(self._warm_plans, every_s=settings.plans_refresh_s)

@@ -104,14 +104,24 @@ def latency(
     bucket = bucket or bucket_of(db, flt)
     led = slo.ledger(db, fleet)
     engines, errors = [], [0.0]
-    for name in overview_series.engines_in(cur, flt):
-        target = led.slo_of(name)
-        percentile = target.percentile if target is not None else DEFAULT_PERCENTILE
-        series = overview_series.quantile_over_time(
-            cur, overview_series.for_engine(flt, name), bucket, tz, percentile / 100
-        )
+    names = overview_series.engines_in(cur, flt)
+    targets = {name: led.slo_of(name) for name in names}
+    percentiles = {
+        name: (t.percentile if t is not None else DEFAULT_PERCENTILE) for name, t in targets.items()
+    }
+    # One scan of the rollups for every engine when the window is read from them.
+    together = overview_series.quantile_by_engine(
+        cur, flt, {n: p / 100 for n, p in percentiles.items()}, bucket, tz
+    )
+    for name in names:
+        if together is not None:
+            series = together[name]
+        else:
+            series = overview_series.quantile_over_time(
+                cur, overview_series.for_engine(flt, name), bucket, tz, percentiles[name] / 100
+            )
         errors.append(float(series.attrs.get("relative_error", 0.0)))
-        engines.append(EngineLatency(name, target, percentile, series))
+        engines.append(EngineLatency(name, targets[name], percentiles[name], series))
     fleet_p95 = None
     if not engines:
         fleet_p95 = overview_series.quantile_over_time(

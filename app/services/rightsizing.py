@@ -16,6 +16,7 @@ from app.analytics.drift import WEEK, beyond, engine_weeks
 from app.analytics.engine_load import engine_load, rejected
 from app.analytics.filters import Filter
 from app.analytics.mix import shape_mix
+from app.analytics.rollups.missing import raw_only_note
 from app.analytics.seasonal import HourlyLoad, hourly_load, local_hour_seconds
 from app.analytics.stamp import data_stamp
 from app.services.cache import TtlCache
@@ -363,6 +364,8 @@ class SeasonalReport:
     currency: str = "$"
     cost_per_gpu_hour: float | None = None
     gpus_per_replica: int = 1
+    # What the raw rows cannot count (hours sealed by retention or imported), in words.
+    raw_only_note: str | None = None
 
 
 def seasonal(
@@ -388,6 +391,7 @@ def seasonal(
     end = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
     start = end - timedelta(weeks=weeks)
     seconds = local_hour_seconds(start, end, tz)
+    gone = window_note(db, engine, start, end, now)
 
     def flt_for(weekdays: tuple[int, ...]) -> Filter:
         return Filter(start=start, end=end, engines=(engine,), weekdays=weekdays, tz=tz)
@@ -420,11 +424,15 @@ def seasonal(
     requests = int(load["count"].sum())
     if demand is None:
         verdict = f"Not enough data: no requests for engine {engine} in the last {weeks} weeks."
-        return SeasonalReport(engine, start, end, tz, weeks, 0, None, None, [], verdict)
+        return SeasonalReport(
+            engine, start, end, tz, weeks, 0, None, None, [], verdict, raw_only_note=gone
+        )
     memory = memory_for(profile, profile.max_num_tokens)
     if not memory.fits:
         verdict = f"{engine}'s profile does not fit its GPUs; fix it on the Rightsizing page."
-        return SeasonalReport(engine, start, end, tz, weeks, requests, demand, None, [], verdict)
+        return SeasonalReport(
+            engine, start, end, tz, weeks, requests, demand, None, [], verdict, raw_only_note=gone
+        )
 
     calibration = None
     if slo is not None:
@@ -470,7 +478,9 @@ def seasonal(
     result, latency = plans_for(demand, 7, ())
     if isinstance(result, str):
         verdict = f"No seasonal plan for {engine}: {result}."
-        return SeasonalReport(engine, start, end, tz, weeks, requests, demand, None, [], verdict)
+        return SeasonalReport(
+            engine, start, end, tz, weeks, requests, demand, None, [], verdict, raw_only_note=gone
+        )
     if result.now is None:
         # Without the replicas running today, "now" is what today's bounds need at the peak.
         context = profile.spec().max_position_embeddings
@@ -543,6 +553,7 @@ def seasonal(
         fleet.currency,
         cost,
         profile.gpus,
+        gone,
     )
 
 
@@ -607,6 +618,7 @@ def seasonal_dict(r: SeasonalReport) -> dict[str, Any]:
         "tz": r.tz,
         "requests": r.requests,
         "verdict": r.verdict,
+        "raw_only_note": r.raw_only_note,
         "hours": None
         if d is None
         else [
@@ -691,9 +703,28 @@ def drift_report(db: Database, end: datetime) -> dict[str, Any]:
             {
                 "engine": name,
                 "findings": [{k: v for k, v in asdict(f).items() if k != "engine"} for f in rows],
+                "raw_only_note": drift_note(db, name, end),
             }
         )
     return {"end": end.isoformat(), "engines": engines}
+
+
+def window_note(
+    db: Database, engine: str | None, start: datetime, end: datetime, now: datetime | None = None
+) -> str | None:
+    """What the raw rows of [start, end) (of one engine, or all) cannot count since some of its
+    hours have none left (sealed by retention, imported), in words; None when nothing is gone.
+    Rightsizing, seasonal plans and drift read raw rows only."""
+    flt = Filter(start=start, end=end, engines=(engine,) if engine else ())
+    return raw_only_note(db.cursor(), flt, now)
+
+
+def drift_note(
+    db: Database, engine: str | None, end: datetime, now: datetime | None = None
+) -> str | None:
+    """`window_note` over the two weeks drift compares (the week before `end` and the one
+    before that)."""
+    return window_note(db, engine, end - 2 * WEEK, end, now)
 
 
 def engine_findings(db: Database, end: datetime) -> list[list[Finding]]:

@@ -35,6 +35,7 @@ from pydantic import ValidationError
 
 from app.analytics import goodput, load, windows
 from app.analytics.filters import Filter
+from app.analytics.rollups.missing import raw_only_note
 from app.charts.style import bin_labels
 from app.services.perfmodel import PerfModelError
 from app.services.performance import Engine, prepare
@@ -501,6 +502,8 @@ class Report:
     misses: list[Shape]
     engine_causes: dict[str | None, list[dict[str, Any]]]
     sampled: bool
+    # What the raw rows cannot count (hours sealed by retention or imported), in words.
+    raw_only_note: str | None = None
 
     def cell_cause(self) -> dict[tuple[int, int], str]:
         """The likely cause per (ISL bin, OSL bin): the shape that misses most there."""
@@ -610,6 +613,7 @@ def report(
         misses,
         _engine_causes(misses),
         sampled,
+        raw_only_note(cur, flt, reader="goodput reads"),
     )
 
 
@@ -702,6 +706,7 @@ def report_dict(rep: Report | None, flt: Filter) -> dict[str, Any]:
             "by_engine": [],
             "misses": [],
             "sampled": False,
+            "raw_only_note": None,
         }
     causes_by_cell = rep.cell_cause()
     cells = []
@@ -736,6 +741,7 @@ def report_dict(rep: Report | None, flt: Filter) -> dict[str, Any]:
         "by_engine": engine_rows(rep),
         "misses": [m.as_dict() for m in rep.misses],
         "sampled": rep.sampled,
+        "raw_only_note": rep.raw_only_note,
     }
 
 

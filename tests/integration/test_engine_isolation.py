@@ -5,7 +5,6 @@ page and in the weekly email, while every good engine is computed and shown."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -18,7 +17,7 @@ from app.services import overview
 from app.services.demo import DEMO_PROFILES
 from app.sizing.slo import Fleet
 from app.storage.engines import put_profile
-from tests.support.dash import page_layout
+from tests.support.dash import page_layout, store_callback
 from tests.support.database import copy_database
 from tests.support.server import LiveServer, serve, server_settings
 
@@ -38,19 +37,6 @@ def broken_live(tmp_path_factory, demo_template) -> Iterator[LiveServer]:
         for engine, poison in POISON.items():
             put_profile(live.db.cursor(), engine, DEMO_PROFILES[engine] | poison, now)
         yield live
-
-
-def _callback(client, output: str, store: str, data: dict) -> str:
-    payload = {
-        "output": f"{output}.children",
-        "outputs": {"id": output, "property": "children"},
-        "inputs": [{"id": store, "property": "data", "value": data}],
-        "changedPropIds": [f"{store}.data"],
-        "state": [],
-    }
-    answer = client.post("/_dash-update-component", json=payload, timeout=300)
-    assert answer.status_code == 200, answer.text
-    return json.dumps(answer.json()["response"][output]["children"], ensure_ascii=False)
 
 
 def test_money_has_an_error_row_for_each_broken_engine_and_totals_the_good(broken_live):
@@ -81,7 +67,9 @@ def test_money_has_an_error_row_for_each_broken_engine_and_totals_the_good(broke
 def test_the_fleet_table_shows_error_rows_and_the_good_engines(broken_live):
     with broken_live.client() as c:
         listed = page_layout(c, "/rightsizing", "?window=30d")
-        filled = _callback(c, ids.RIGHTSIZING_FLEET, ids.RIGHTSIZING_FLEET_QUERY, {"window": "30d"})
+        filled = store_callback(
+            c, ids.RIGHTSIZING_FLEET, ids.RIGHTSIZING_FLEET_QUERY, {"window": "30d"}
+        )
         page = c.get("/api/engines/chat-8b/recommendation")
         own = {e: page_layout(c, "/rightsizing", f"?engine={e}") for e in POISON}
         good = page_layout(c, "/rightsizing", "?engine=code-7b&window=30d")
@@ -130,7 +118,7 @@ def test_a_failure_that_is_not_the_profiles_says_so_and_is_a_500(tmp_path, demo_
         with caplog.at_level("WARNING", logger="tokenshape.profiles"), live.client() as c:
             money = c.get("/api/money")
             again = c.get("/api/money")
-            shown = _callback(
+            shown = store_callback(
                 c, ids.RIGHTSIZING_FLEET, ids.RIGHTSIZING_FLEET_QUERY, {"window": "30d"}
             )
     assert api.status_code == 500, api.text

@@ -4,7 +4,6 @@ on one server over two weeks of demo traffic whose profiles carry SLOs and costs
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -13,7 +12,7 @@ import pytest
 from app.dashboard import ids
 from app.services.demo import DEMO_PROFILES
 from app.storage.engines import get_profile, put_profile
-from tests.support.dash import dash_post, page_layout, save_payload
+from tests.support.dash import dash_post, page_layout, save_payload, store_callback
 from tests.support.database import copy_database
 from tests.support.server import LiveServer, serve, server_settings
 
@@ -26,20 +25,6 @@ def demo_live(tmp_path_factory, demo_template) -> Iterator[LiveServer]:
     yield from serve(server_settings(db), wait=False)
 
 
-def _callback(client, output: str, store: str, data: dict) -> str:
-    """The callback filling `output`.children from the store `store` holding `data`."""
-    payload = {
-        "output": f"{output}.children",
-        "outputs": {"id": output, "property": "children"},
-        "inputs": [{"id": store, "property": "data", "value": data}],
-        "changedPropIds": [f"{store}.data"],
-        "state": [],
-    }
-    answer = client.post("/_dash-update-component", json=payload, timeout=300)
-    assert answer.status_code == 200, answer.text
-    return json.dumps(answer.json()["response"][output]["children"])
-
-
 def test_fleet_lists_engines_at_once_and_fills_replicas_and_money_after(demo_live):
     with demo_live.client() as c:
         page = page_layout(c, "/rightsizing", "?window=30d")
@@ -47,7 +32,9 @@ def test_fleet_lists_engines_at_once_and_fills_replicas_and_money_after(demo_liv
             assert engine in page
         assert "computing replicas and money" in page
         assert ids.RIGHTSIZING_FLEET_QUERY in page
-        filled = _callback(c, ids.RIGHTSIZING_FLEET, ids.RIGHTSIZING_FLEET_QUERY, {"window": "30d"})
+        filled = store_callback(
+            c, ids.RIGHTSIZING_FLEET, ids.RIGHTSIZING_FLEET_QUERY, {"window": "30d"}
+        )
     assert "replicas: today" in filled and "cost / month: now" in filled
     assert ids.RIGHTSIZING_FLEET_TOTAL in filled and "a month now" in filled
     # chat-8b runs 2 replicas today: its replicas cell starts there.
@@ -58,7 +45,7 @@ def test_fleet_lists_engines_at_once_and_fills_replicas_and_money_after(demo_liv
 def test_engine_page_shows_replicas_slo_and_money(demo_live):
     with demo_live.client() as c:
         page = page_layout(c, "/rightsizing", "?engine=llm-70b&window=30d")
-        money = _callback(
+        money = store_callback(
             c, ids.RIGHTSIZING_MONEY, ids.RIGHTSIZING_MONEY_QUERY, {"engine": "llm-70b"}
         )
     assert ids.RIGHTSIZING_REPLICAS in page

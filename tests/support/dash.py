@@ -98,3 +98,18 @@ def page_layout(client: httpx.Client, path: str, search: str = "") -> str:
     answer = client.post("/_dash-update-component", json=payload, timeout=300)
     assert answer.status_code == 200, answer.text
     return json.dumps(answer.json()["response"]["_pages_content"]["children"], ensure_ascii=False)
+
+
+def store_callback(client: httpx.Client, output: str, store: str, data: dict) -> str:
+    """The callback filling `output`.children from the store `store` holding `data`, as JSON
+    text (non-ASCII kept)."""
+    payload = {
+        "output": f"{output}.children",
+        "outputs": {"id": output, "property": "children"},
+        "inputs": [{"id": store, "property": "data", "value": data}],
+        "changedPropIds": [f"{store}.data"],
+        "state": [],
+    }
+    answer = client.post("/_dash-update-component", json=payload, timeout=300)
+    assert answer.status_code == 200, answer.text
+    return json.dumps(answer.json()["response"][output]["children"], ensure_ascii=False)

@@ -18,32 +18,40 @@ from app.analytics.rollups.plan import (
 )
 from app.analytics.rollups.sketch import GroupStats, MeasureStats
 from app.analytics.rollups.sql import (
+    SERIES_BY,
+    busiest,
     gap_quantiles,
     half_octave_counts,
     local_hour_counts,
+    request_count,
     sums_over_time,
     totals,
     ttft_by_isl,
     value_stats,
     values_over_time,
+    values_over_time_by,
 )
 
 __all__ = [
     "MIN_HOURS",
+    "SERIES_BY",
     "GroupStats",
     "MeasureStats",
     "Part",
     "Split",
+    "busiest",
     "coverage",
     "gap_quantiles",
     "half_octave_counts",
     "local_hour_counts",
     "local_split",
     "plan",
+    "request_count",
     "split",
     "sums_over_time",
     "totals",
     "ttft_by_isl",
     "value_stats",
     "values_over_time",
+    "values_over_time_by",
 ]

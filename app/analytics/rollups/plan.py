@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from zoneinfo import ZoneInfo
 
 import duckdb
 
@@ -93,14 +92,6 @@ def _sealed_in(cur: duckdb.DuckDBPyConnection, lo: datetime | None, hi: datetime
     return bool(row and row[0])
 
 
-def _hours(cur: duckdb.DuckDBPyConnection, lo: datetime | None, hi: datetime | None) -> list:
-    return cur.execute(
-        f"SELECT hour, day, in_full, in_nt, in_day, source FROM rollup_hours WHERE {IN_RANGE} "
-        "ORDER BY hour",
-        [lo, hi],
-    ).fetchall()
-
-
 def _aligned_days(
     cur: duckdb.DuckDBPyConnection,
     lo: datetime | None,
@@ -127,10 +118,11 @@ def _aligned_days(
     return {r[0] for r in rows}
 
 
-def _note(missing: list[datetime], tenant: bool, hourly: bool) -> str | None:
-    if not missing:
+def _note(missing: tuple[int, datetime, datetime] | None, tenant: bool, hourly: bool) -> str | None:
+    if missing is None:
         return None
-    span = f"{missing[0]:%Y-%m-%d %H:00} to {missing[-1] + HOUR:%Y-%m-%d %H:00} UTC"
+    count, first, last = missing
+    span = f"{first:%Y-%m-%d %H:00} to {last + HOUR:%Y-%m-%d %H:00} UTC"
     if tenant:
         why = (
             "tenants are kept only in the hourly rollups at full grain "
@@ -140,7 +132,7 @@ def _note(missing: list[datetime], tenant: bool, hourly: bool) -> str | None:
         why = "only whole days are kept that far back (the daily rollups)"
     else:
         why = "only whole days are kept that far back, and the window cuts those days"
-    return f"{len(missing)} hours ({span}) are not counted: {why}"
+    return f"{count} hours ({span}) are not counted: {why}"
 
 
 def plan(
@@ -167,11 +159,17 @@ def plan(
         ).fetchall()
     ]
     tenant = bool(flt.tenants)
-    hours = _hours(cur, lo, hi)
     # A dirty sealed hour (late rows for an hour whose raw rows were pruned) is read from both:
     # its tier rows are the record, its raw rows are only the late ones (disjoint until the
     # rebuild adds them and deletes their raw copies).
-    sealed = {r[0] for r in hours if r[5] == "sealed"}
+    sealed = {
+        r[0]
+        for r in cur.execute(
+            f"SELECT hour FROM rollup_hours WHERE source = 'sealed' AND {IN_RANGE} "
+            "AND list_contains(?, hour)",
+            [lo, hi, dirty],
+        ).fetchall()
+    }
     dirty_set = set(dirty) - sealed
     # Days wholly inside the window, clean, held by the daily tier and aligned to the buckets.
     days: set[datetime] = set()
@@ -192,18 +190,8 @@ def plan(
                 continue
             if (lo is None or first >= lo) and (hi is None or final + HOUR <= hi):
                 days.add(day)
-    chosen: list[tuple[datetime, str]] = []  # (hour key, tier) in order
-    missing: list[datetime] = []
-    for hour, day, in_full, in_nt, _in_day, _source in hours:
-        if hour in dirty_set or day in days:
-            continue
-        if not tenant and in_nt:
-            chosen.append((hour, "hourly_nt"))
-        elif in_full:
-            chosen.append((hour, "hourly"))
-        else:
-            missing.append(hour)
-    parts = _ranges(chosen) + _day_ranges(cur, all_days, days)
+    parts, missing = _hour_parts(cur, lo, hi, tenant, sorted(dirty_set), sorted(days))
+    parts += _day_ranges(cur, all_days, days)
     raw: list[tuple[datetime | None, datetime | None]] = []
     if start is not None and lo is not None and start < lo:
         raw.append((start, lo))
@@ -221,15 +209,30 @@ def plan(
     return Split(lo, hi, dirty, raw, parts, _note(missing, tenant, hourly_needed))
 
 
-def _ranges(keys: list[tuple[datetime, str]]) -> list[Part]:
-    """Runs of consecutive hours of one tier as [lo, hi) parts."""
-    parts: list[Part] = []
-    for key, tier in keys:
-        if parts and parts[-1].tier == tier and parts[-1].hi == key:
-            parts[-1] = Part(tier, parts[-1].lo, key + HOUR)
-        else:
-            parts.append(Part(tier, key, key + HOUR))
-    return parts
+def _hour_parts(
+    cur: duckdb.DuckDBPyConnection,
+    lo: datetime | None,
+    hi: datetime | None,
+    tenant: bool,
+    skip_hours: list[datetime],
+    skip_days: list[datetime],
+) -> tuple[list[Part], tuple[int, datetime, datetime] | None]:
+    """The window's hours outside `skip_hours` and `skip_days`, each from the coarsest hourly
+    tier that holds it, as runs of consecutive hours of one tier (gaps and islands, in SQL: a
+    year is 8,760 hours); and (count, first, last) of the hours no hourly tier holds."""
+    rows = cur.execute(
+        "SELECT tier, min(hour), max(hour), count(*) FROM (SELECT hour, tier, "
+        "epoch(hour) // 3600 - row_number() OVER (PARTITION BY tier ORDER BY hour) AS run "
+        "FROM (SELECT hour, CASE WHEN NOT ? AND in_nt THEN 'hourly_nt' WHEN in_full "
+        "THEN 'hourly' ELSE 'missing' END AS tier FROM rollup_hours WHERE "
+        f"{IN_RANGE} AND NOT list_contains(?, hour) AND NOT list_contains(?, day))) "
+        "GROUP BY tier, run ORDER BY 2",
+        [tenant, lo, hi, skip_hours, skip_days],
+    ).fetchall()
+    parts = [Part(tier, first, last + HOUR) for tier, first, last, _ in rows if tier != "missing"]
+    gone = [(n, first, last) for tier, first, last, n in rows if tier == "missing"]
+    missing = (sum(g[0] for g in gone), gone[0][1], gone[-1][2]) if gone else None
+    return parts, missing
 
 
 def _day_ranges(
@@ -274,8 +277,10 @@ def local_split(
     sp = plan(cur, flt, seconds, tz)
     if sp is None:
         return None
-    zone = ZoneInfo(tz)
-    hours = [r[0] for r in _hours(cur, sp.lo, sp.hi)]
-    # astimezone: ZoneInfo.utcoffset(dt) would read dt's wall clock as local time.
-    whole = all(h.astimezone(zone).utcoffset().total_seconds() % 3600 == 0 for h in hours)
-    return sp if whole else None
+    # Hours whose offset in `tz` is not whole hours (UTC+05:30); timezone() gives local time.
+    row = cur.execute(
+        "SELECT count(*) FROM rollup_hours WHERE "
+        f"{IN_RANGE} AND (epoch(timezone(?, hour)) - epoch(hour)) % 3600 <> 0",
+        [sp.lo, sp.hi, tz],
+    ).fetchone()
+    return sp if not (row and row[0]) else None

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from app.analytics.filters import WEIGHT, Filter
+from app.analytics.rollups import memo
 from app.analytics.rollups.plan import Split
 from app.analytics.rollups.sketch import (
     GroupStats,
@@ -88,51 +89,83 @@ def values_over_time(
     buckets and request counts as a frame, and each measure's quantile estimates (one row
     per bucket, one column per quantile; NaN where the bucket has no value of it). None when
     no clean hour of the rollups is in the window."""
+    found = values_over_time_by(cur, flt, sp, seconds, tz, measures, quantiles)
+    return None if found is None else found[None]
+
+
+# Dimensions a series can be split by (names from this tuple only, never from the user).
+SERIES_BY = ("model", "engine", "gateway", "status")
+
+
+def values_over_time_by(
+    cur: duckdb.DuckDBPyConnection,
+    flt: Filter,
+    sp: Split,
+    seconds: int,
+    tz: str,
+    measures: tuple[str, ...],
+    quantiles: tuple[float, ...],
+    by: str | None = None,
+    values: tuple[str, ...] = (),
+) -> dict[str | None, tuple[pd.DataFrame, dict[str, np.ndarray]]] | None:
+    """`values_over_time` for each of `values` of the dimension `by` (one of SERIES_BY; None:
+    the whole window, under the key None) from one scan of the rollups; a value without
+    rows is left out. Keys travel as integers (a year of one engine's days is ~400k bucket
+    rows: Python strings and timestamps would cost seconds)."""
+    if by is not None and by not in SERIES_BY:
+        raise ValueError(f"cannot split a series by {by!r}: one of {', '.join(SERIES_BY)}")
+    names: list[str | None] = [None] if by is None else list(values)
+    if not names:
+        return {}
+    key, key_params = ("0", []) if by is None else (f"list_position(?, {by})", [list(values)])
     codes = [0] + [MEASURES.index(m) for m in measures]  # ISL (0) counts the requests
     src, params = _rolled(flt, sp, "values")
     raw, raw_params = _raw_selects(
         flt,
         sp,
-        f"SELECT time_bucket(?::INTERVAL, started_at, ?) AS g, measure, {bucket_sql('v')} AS b, "
-        f"sum(wt) AS n, max(v) AS vmax, false AS rolled FROM (SELECT started_at, "
-        f"{WEIGHT} AS wt, {_MEASURE_ROWS} FROM {{src}}) WHERE v IS NOT NULL "
-        "AND list_contains(?, measure) GROUP BY ALL",
-        lead=[width(seconds), tz],
+        f"SELECT k, epoch_us(time_bucket(?::INTERVAL, started_at, ?)) AS g, measure, "
+        f"{bucket_sql('v')} AS b, sum(wt) AS n, max(v) AS vmax, false AS rolled FROM "
+        f"(SELECT {key} AS k, started_at, {WEIGHT} AS wt, {_MEASURE_ROWS} FROM {{src}}) "
+        "WHERE v IS NOT NULL AND list_contains(?, measure) GROUP BY ALL",
+        lead=[width(seconds), tz, *key_params],
         tail=[codes],
     )
-    frame = _merged(
+    rows = _merged(
         cur,
-        "SELECT g, measure, b, sum(n) AS n, max(vmax) AS vmax",
-        "SELECT time_bucket(?::INTERVAL, hour, ?) AS g, measure, b, w AS n, vmax, true AS rolled "
-        f"FROM {src} WHERE list_contains(?, measure)",
+        "SELECT k::INTEGER AS k, g, measure, b, sum(n) AS n, max(vmax) AS vmax",
+        f"SELECT {key} AS k, epoch_us(time_bucket(?::INTERVAL, hour, ?)) AS g, measure, b, "
+        f"w AS n, vmax, true AS rolled FROM {src} WHERE list_contains(?, measure)",
         raw,
-        [width(seconds), tz, *params, codes, *raw_params],
-        "g, measure, b",
-        frame=True,  # the bucket times as DuckDB hands them to pandas, as the raw path does
+        [*key_params, width(seconds), tz, *params, codes, *raw_params],
+        "k, g, measure, b",
     )
-    if frame is None:
+    if rows is None:
         return None
-    g, keys = pd.factorize(frame["g"])  # rows are sorted by g: codes follow time
-    out = pd.DataFrame({"bucket": keys})
-    requests = np.zeros(len(keys))
-    stats: dict[str, np.ndarray] = {}
-    for code in codes:
-        rows = (frame["measure"] == code).to_numpy()
-        n = frame["n"].to_numpy()[rows]
-        est = group_estimates(
-            g[rows],
-            frame["b"].to_numpy()[rows],
-            n,
-            frame["vmax"].to_numpy()[rows],
-            len(keys),
-            quantiles,
-        )
-        if code == 0:
-            np.add.at(requests, g[rows], n)
-        else:
-            stats[MEASURES[code]] = est
-    out["requests"] = np.rint(requests).astype(np.int64)
-    return out, stats
+    k, g_all = rows["k"], rows["g"]
+    measure_all, b_all = rows["measure"], rows["b"]
+    n_all, vmax_all = rows["n"].astype(np.float64), rows["vmax"].astype(np.float64)
+    cuts = [0, *(np.flatnonzero(np.diff(k)) + 1).tolist(), len(k)]
+    out: dict[str | None, tuple[pd.DataFrame, dict[str, np.ndarray]]] = {}
+    for lo, hi in zip(cuts[:-1], cuts[1:], strict=False):
+        if lo == hi:
+            continue
+        # Rows are sorted by g within a key: unique's codes follow time.
+        times, g = np.unique(g_all[lo:hi], return_inverse=True)
+        frame = pd.DataFrame({"bucket": pd.to_datetime(times, unit="us", utc=True)})
+        requests = np.zeros(len(times))
+        stats: dict[str, np.ndarray] = {}
+        measure, b = measure_all[lo:hi], b_all[lo:hi]
+        n, vmax = n_all[lo:hi], vmax_all[lo:hi]
+        for code in codes:
+            sel = measure == code
+            est = group_estimates(g[sel], b[sel], n[sel], vmax[sel], len(times), quantiles)
+            if code == 0:
+                np.add.at(requests, g[sel], n[sel])
+            else:
+                stats[MEASURES[code]] = est
+        frame["requests"] = np.rint(requests).astype(np.int64)
+        out[names[0] if by is None else names[int(k[lo]) - 1]] = (frame, stats)
+    return out
 
 
 def sums_over_time(
@@ -317,16 +350,14 @@ def ttft_by_isl(
     return per_bin(rows, "bin", quantiles), slope
 
 
-def value_stats(
-    cur: duckdb.DuckDBPyConnection,
-    flt: Filter,
-    sp: Split,
-    quantiles: tuple[float, ...],
-    *,
-    by_model: bool = False,
-) -> dict[str | None, GroupStats] | None:
-    """Stats of every measure over the window, per model or for all (key None); None when
-    no clean hour of the rollups is in the window (then the caller's exact path is as fast)."""
+def _split_key(sp: Split) -> tuple:
+    return (tuple(sp.parts), tuple(sp.raw))
+
+
+def _value_rows(
+    cur: duckdb.DuckDBPyConnection, flt: Filter, sp: Split, by_model: bool
+) -> dict[str, np.ndarray] | None:
+    """Σw, max, Σv and Σw not ok per (model or all, measure, bucket) over the window."""
     src, params = _rolled(flt, sp, "values")
     group = "model" if by_model else "NULL::VARCHAR"
     # Every request has an ISL (measure 0), so its rows count requests and those not ok.
@@ -338,7 +369,7 @@ def value_stats(
         f"AS not_ok, false AS rolled FROM (SELECT {group} AS g, status, {WEIGHT} AS wt, "
         f"{_MEASURE_ROWS} FROM {{src}}) WHERE v IS NOT NULL GROUP BY g, measure, b",
     )
-    rows = _merged(
+    return _merged(
         cur,
         "SELECT g, measure, b, sum(n) AS n, max(vmax) AS vmax, sum(vsum) AS vsum, "
         "sum(not_ok) AS not_ok",
@@ -349,6 +380,46 @@ def value_stats(
         params + raw_params,
         "g, measure, b",
     )
+
+
+def _pooled(rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per-model value rows summed over the models (rows by measure, then bucket)."""
+    keys = np.stack([rows["measure"].astype(np.int64), rows["b"].astype(np.int64)], axis=1)
+    unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    size = len(unique)
+    vmax = np.full(size, -np.inf)
+    np.maximum.at(vmax, inverse, rows["vmax"].astype(np.float64))
+    out = {
+        "g": np.full(size, None, dtype=object),
+        "measure": unique[:, 0],
+        "b": unique[:, 1],
+        "vmax": vmax,
+    }
+    for column in ("n", "vsum", "not_ok"):
+        out[column] = np.bincount(inverse, weights=rows[column].astype(np.float64), minlength=size)
+    return out
+
+
+def value_stats(
+    cur: duckdb.DuckDBPyConnection,
+    flt: Filter,
+    sp: Split,
+    quantiles: tuple[float, ...],
+    *,
+    by_model: bool = False,
+) -> dict[str | None, GroupStats] | None:
+    """Stats of every measure over the window, per model or for all (key None); None when
+    no clean hour of the rollups is in the window (then the caller's exact path is as fast)."""
+    # One scan for both groupings: in a `memo.shared()` block (a page build) the window's
+    # stats are the per-model rows summed, so the Overview's KPIs and its table share it.
+    if by_model or memo.active():
+        key = ("value_rows", flt, _split_key(sp))
+        rows = memo.once(key, lambda: _value_rows(cur, flt, sp, True))
+        if rows is not None and not by_model:
+            rows = _pooled(rows)
+    else:
+        rows = _value_rows(cur, flt, sp, False)
     if rows is None:
         return None
     out: dict[str | None, GroupStats] = {}
@@ -371,3 +442,49 @@ def value_stats(
             )
         out[name] = GroupStats(measures, round(float(rows["not_ok"][in_group].sum())))
     return out
+
+
+def busiest(
+    cur: duckdb.DuckDBPyConnection, flt: Filter, sp: Split, column: str, limit: int
+) -> list[str] | None:
+    """The named values of `column` (one of SERIES_BY) in the window, busiest first (requests,
+    weighted), at most `limit`, from the shapes rollups and the raw intervals; None when no
+    rollup row is in the window."""
+    if column not in SERIES_BY:
+        raise ValueError(f"cannot rank {column!r}: one of {', '.join(SERIES_BY)}")
+    src, params = _rolled(flt, sp, "shapes")
+    raw, raw_params = _raw_selects(
+        flt,
+        sp,
+        f"SELECT {column} AS k, sum({WEIGHT}) AS n, false AS rolled FROM {{src}} GROUP BY ALL",
+    )
+    rows = cur.execute(
+        "SELECT k, bool_or(rolled) OVER () AS rolled FROM (SELECT k, sum(n) AS n, "
+        f"bool_or(rolled) AS rolled FROM (SELECT {column} AS k, w AS n, true AS rolled FROM "
+        f"{src}" + "".join(f" UNION ALL {q}" for q in raw) + ") GROUP BY k) "
+        "WHERE k IS NOT NULL ORDER BY n DESC, k LIMIT ?",
+        [*params, *raw_params, limit],
+    ).fetchall()
+    if not rows or not rows[0][1]:
+        return None
+    return [r[0] for r in rows]
+
+
+def request_count(cur: duckdb.DuckDBPyConnection, flt: Filter, sp: Split) -> float | None:
+    """Requests in the window (weighted), from the shapes rollups (the smallest tables: a
+    year's count is a few milliseconds) and the raw intervals; None when no rollup row is in
+    the window."""
+    src, params = _rolled(flt, sp, "shapes")
+    raw, raw_params = _raw_selects(
+        flt, sp, f"SELECT sum({WEIGHT}) AS n, false AS rolled FROM {{src}}"
+    )
+    row = cur.execute(
+        "SELECT coalesce(sum(n), 0), bool_or(rolled) FROM ("
+        f"SELECT sum(w) AS n, true AS rolled FROM {src}"
+        + "".join(f" UNION ALL {q}" for q in raw)
+        + ")",
+        params + raw_params,
+    ).fetchone()
+    if row is None or not row[1]:
+        return None
+    return float(row[0])

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import dash
 from dash import dcc, html
 
+from app.analytics.rollups import memo
 from app.dashboard.speedups import prefetched
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ def register_page(
     module: str, path: str, name: str, order: int, build: Callable[..., html.Div]
 ) -> None:
     """Register a page whose layout is `build(**url_query)`, run safely off the event loop."""
+    build = _sharing(build)
     dash.register_page(
         module,
         path=path,
@@ -92,6 +94,16 @@ def register_page(
 
 
 _builders: dict[str, tuple[str, Callable[..., html.Div]]] = {}
+
+
+def _sharing(build: Callable[..., html.Div]) -> Callable[..., html.Div]:
+    """`build` with one scan per rollup query however many of its parts ask (memo.shared)."""
+
+    def shared_build(**query: object) -> html.Div:
+        with memo.shared():
+            return build(**query)
+
+    return shared_build
 
 
 def graph(graph_id: str, figure: object) -> dcc.Graph:

@@ -12,6 +12,7 @@ from dash import Dash, Input, Output, dcc, html
 
 from app.analytics import latency, load, rollups, windows
 from app.analytics.bins import LOG2_EDGES
+from app.analytics.rollups.missing import raw_only_note
 from app.charts import latency as charts
 from app.charts import load as load_charts
 from app.charts.slo import goodput_time_figure
@@ -22,6 +23,8 @@ from app.sizing.slo import Fleet
 from app.storage.database import Database
 
 GRAPH_CONFIG: dcc.Graph.Config = {"displaylogo": False}
+# The caption that says what raw rows no longer count (hours sealed by retention, imported).
+RAW_ONLY = "latency-raw-only"
 
 
 def _card(title: str, graph_id: str, figure, note: str = "", note_id: str = "") -> html.Div:
@@ -154,6 +157,11 @@ def layout_for(
     positions = latency.itl_by_position(cur, flt)
     e2e = latency.e2e_distribution(cur, flt)
     slope_note = _slope_note(ttft, slope)
+    # Buckets under an hour, and zones with half-hour offsets, read the trends raw.
+    seconds = windows.BUCKETS[bucket]
+    source = rollups.coverage(cur, flt, seconds, tz) if seconds >= 3600 else None
+    raw_views = "goodput, requests in flight and time to completion read"
+    gone = raw_only_note(cur, flt, now, reader=raw_views if source else f"the trends, {raw_views}")
     return html.Div(
         [
             html.H2("Latency"),
@@ -170,11 +178,8 @@ def layout_for(
                 ),
                 className="muted",
             ),
-            html.P(
-                rollups.coverage(cur, flt, windows.BUCKETS[bucket], tz) or "",
-                id=ids.LATENCY_SOURCE,
-                className="muted",
-            ),
+            html.P(source or "", id=ids.LATENCY_SOURCE, className="muted"),
+            *([html.P(gone, className="muted", id=RAW_ONLY)] if gone else []),
             html.Div(goodput_cards(db, flt, tz, bucket, fleet), className="two-col"),
             html.Div(
                 [

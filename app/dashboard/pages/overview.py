@@ -16,12 +16,13 @@ from dash import Dash, Input, Output, dcc, html
 
 from app.analytics import overview, windows
 from app.analytics.filters import Filter
+from app.analytics.rollups.missing import raw_only_note
 from app.charts import overview as charts
 from app.dashboard import filterbar, ids
 from app.dashboard.findings import drift_panel
 from app.dashboard.pages import register_page
 from app.services import overview as glance_service
-from app.services.rightsizing import engine_findings
+from app.services.rightsizing import drift_note, engine_findings
 from app.services.slo import HOW_TO_SET
 from app.sizing.slo import Fleet, money
 from app.storage.database import Database
@@ -29,6 +30,9 @@ from app.storage.database import Database
 log = logging.getLogger("tokenshape.dashboard")
 GRAPH_CONFIG: dcc.Graph.Config = {"displaylogo": False}
 SPARK_CONFIG: dcc.Graph.Config = {"displayModeBar": False}
+# The captions that say what raw rows no longer count (hours sealed by retention, imported).
+GOODPUT_RAW_ONLY = "overview-goodput-raw-only"
+DRIFT_RAW_ONLY = "overview-drift-raw-only"
 
 
 def _fmt(value: float | int | None, digits: int = 0) -> str:
@@ -300,7 +304,7 @@ LATENCY_WAIT = "Computing each engine's TTFT and ITL at its SLO percentile…"
 _NO_LINES = pd.DataFrame(columns=list(charts.LATENCY_COLUMNS))
 
 
-def _charts(g: glance_service.Glance, query: dict) -> html.Div:
+def _charts(g: glance_service.Glance, query: dict, raw_note: str | None = None) -> html.Div:
     target = g.goodput_target()
     if len(g.goodput):
         not_measured = float(g.goodput["not_measured"].sum())
@@ -312,6 +316,7 @@ def _charts(g: glance_service.Glance, query: dict) -> html.Div:
                 "not measured (a targeted value missing) are left out. Exact, from raw rows.",
                 className="muted",
             ),
+            *([html.P(raw_note, className="muted", id=GOODPUT_RAW_ONLY)] if raw_note else []),
         ]
     else:
         goodput = [html.P(HOW_TO_SET, className="muted", id=ids.OVERVIEW_GOODPUT_NONE)]
@@ -441,7 +446,7 @@ def layout_for(
         g = glance_service.glance(db, flt, fleet, tz=tz)
         parts += [
             _kpi_cards(cur, view, now, g, frame.attrs["relative_error"]),
-            _charts(g, query),
+            _charts(g, query, raw_only_note(cur, flt, now, reader="goodput reads")),
             _money_card(),
             html.H3("Per model"),
             _model_table(frame),
@@ -449,6 +454,8 @@ def layout_for(
     found = [f for engine in engine_findings(db, now) for f in engine]
     if found:
         parts.append(drift_panel(found, title="Drift of the last 7 days"))
+        if drift := drift_note(db, None, now, now):
+            parts.append(html.P(f"Drift: {drift}", className="muted", id=DRIFT_RAW_ONLY))
     parts.append(
         html.P(
             f"Stored: {info['requests']:,} requests from {info['first']:%Y-%m-%d %H:%M} to "

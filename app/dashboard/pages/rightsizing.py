@@ -30,8 +30,10 @@ from app.services import profiles as profile_store
 from app.services.economics import EngineMoney, fleet_money
 from app.services.profiles import NoProfile, load_profile
 from app.services.rightsizing import (
+    drift_note,
     engine_drift,
     recommend,
+    window_note,
 )
 from app.sizing.catalog import GIB, GPUS, MODELS
 from app.sizing.profile import EngineProfile, KvDtype, WeightDtype
@@ -72,6 +74,9 @@ PLAN_FIELDS = {
     "api_price_input_per_mtok": "api_price_input_per_mtok",
     "api_price_output_per_mtok": "api_price_output_per_mtok",
 }
+# The captions that say what raw rows no longer count (hours sealed by retention, imported).
+RAW_ONLY = "rightsizing-raw-only"
+DRIFT_RAW_ONLY = "rightsizing-drift-raw-only"
 # Money is planned over the Seasonal page's window: the last whole weeks.
 MONEY_WEEKS = 4
 SLO_HOW = (
@@ -606,6 +611,7 @@ def layout_for(
     if query.get("deleted"):
         parts.append(html.P(f"Profile of {query['deleted']} deleted.", className="saved"))
     if not engine:
+        parts += _raw_only(window_note(db, None, start, end, now))
         parts.append(_fleet(db, query))
         return html.Div(parts)
     stored = profiles.get(engine)
@@ -673,6 +679,7 @@ def _engine_parts(
         fleet=fleet,
     )
     parts.append(html.Div(r.verdict, className=f"verdict {r.status}", id=ids.RIGHTSIZING_VERDICT))
+    parts += _raw_only(window_note(db, engine, start, end, now))
     if r.status == "ok":
         parts.append(_replicas_block(r, engine))
         hm = shapes.heatmap(db.cursor(), Filter(start=start, end=end, engines=(engine,)))
@@ -723,7 +730,14 @@ def _engine_parts(
     parts.append(
         drift_panel(engine_drift(db, engine, stored, now), title="Drift of the last 7 days")
     )
+    if drift := drift_note(db, engine, now, now):
+        parts.append(html.P(f"Drift: {drift}", className="muted", id=DRIFT_RAW_ONLY))
     return parts
+
+
+def _raw_only(note: str | None) -> list[html.Div]:
+    """The window's raw-only caption (bounds, replicas and drift read raw rows only), if any."""
+    return [html.Div(note, className="verdict no-data", id=RAW_ONLY)] if note else []
 
 
 def save_profile(db: Database, engine: str, values: dict, now: datetime) -> str | None:

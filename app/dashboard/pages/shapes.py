@@ -138,6 +138,7 @@ def slo_layer(db: Database, flt, bins: str, fleet: Fleet) -> list:
         f"engine's SLO (target {_pct(t['target'])}); {t['not_measured']:,.0f} not measured "
         f"(a targeted value missing), {t['no_slo']:,.0f} without an SLO. Exact, from raw rows."
         + (" Counts estimated from sampled rows." if rep.sampled else "")
+        + (f" {rep.raw_only_note}" if rep.raw_only_note else "")
     )
     items = [html.Li(m.words()) for m in rep.misses[:MISS_LIST]]
     return [

@@ -8,6 +8,7 @@ from datetime import datetime
 from dash import html
 
 from app.analytics import rollups, traffic, windows
+from app.analytics.rollups.missing import raw_only_note
 from app.charts import traffic as charts
 from app.dashboard import filterbar, ids
 from app.dashboard.pages import graph_card, register_page
@@ -24,6 +25,10 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
     bucket = windows.bucket_for(start, end)
     rates = traffic.rates(cur, flt, bucket, tz)
     matrix = traffic.hour_weekday(cur, flt, tz)
+    # Buckets under an hour, and zones with half-hour offsets, read the rates raw: then say
+    # what the raw rows no longer count.
+    seconds = windows.BUCKETS[bucket]
+    source = rollups.coverage(cur, flt, seconds, tz) if seconds >= 3600 else None
     return html.Div(
         [
             html.H2("Traffic"),
@@ -36,7 +41,7 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
                 className="muted",
             ),
             html.P(
-                rollups.coverage(cur, flt, windows.BUCKETS[bucket], tz) or "",
+                source or raw_only_note(cur, flt, now) or "",
                 id=ids.TRAFFIC_SOURCE,
                 className="muted",
             ),

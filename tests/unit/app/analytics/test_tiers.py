@@ -164,3 +164,39 @@ def test_pages_and_the_api_say_which_tier_answered(db):
     hourly = rollup_source.coverage(cur, WINDOW, 3600, TZ)
     assert hourly is not None and "daily" not in hourly
     assert rollup_source.coverage(cur, Filter(start=WINDOW.start, end=WINDOW.start + 5 * H)) is None
+
+
+def test_every_engine_from_one_scan_equals_one_query_per_engine(db):
+    from app.analytics import overview_series
+
+    cur = db.cursor()
+    engines = overview_series.engines_in(cur, WINDOW)
+    assert len(engines) >= 2
+    percentiles = {e: q for e, q in zip(engines, (0.95, 0.5, 0.99, 0.9), strict=False)}
+    together = overview_series.quantile_by_engine(cur, WINDOW, percentiles, "1d", TZ)
+    assert together is not None and list(together) == list(percentiles)
+    for engine, q in percentiles.items():
+        alone = overview_series.quantile_over_time(
+            cur, overview_series.for_engine(WINDOW, engine), "1d", TZ, q
+        )
+        got = together[engine]
+        assert got["bucket"].tolist() == alone["bucket"].tolist()
+        assert got["requests"].tolist() == alone["requests"].tolist()
+        for m in overview_series.MEASURES:
+            assert np.allclose(got[m], alone[m], equal_nan=True), (engine, m)
+        assert got.attrs["relative_error"] == alone.attrs["relative_error"] > 0
+
+
+def test_engines_are_ranked_from_the_rollups_when_raw_rows_are_gone(db):
+    from app.analytics import overview_series
+
+    cur = db.cursor()
+    before = overview_series.engines_in(cur, WINDOW)
+    whole = overview_series.engines_in(cur, Filter(start=WINDOW.start, end=WINDOW.end), limit=2)
+    assert whole == before[:2]
+    # Seal the window's whole hours: their raw rows go, the rollups keep them.
+    lo = WINDOW.start.replace(minute=0) + H
+    hi = WINDOW.end.replace(minute=0)
+    cur.execute("DELETE FROM requests WHERE started_at >= ? AND started_at < ?", [lo, hi])
+    cur.execute("UPDATE rollup_hours SET source = 'sealed' WHERE hour >= ? AND hour < ?", [lo, hi])
+    assert overview_series.engines_in(cur, WINDOW) == before
