@@ -236,6 +236,11 @@ class Settings(BaseSettings):
     @classmethod
     def _push_url(cls, value: str) -> str:
         value = value.strip()
+        if re.match(r"^https?://[^/\s]*@", value):
+            raise ValueError(
+                "the URL holds a user name or password: put the central node's ingest token "
+                "in TOKENSHAPE_PUSH_TOKEN instead (a URL is logged and shown on /api/health)"
+            )
         if value and not re.match(r"^https?://[^/\s]+", value):
             raise ValueError(
                 f"{value!r}: use the central node's address with its scheme, e.g. "

@@ -56,6 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.services.demo import DEMO_PROFILES  # noqa: E402
+from app.storage import tiers  # noqa: E402
 from app.storage.database import Database  # noqa: E402
 from app.storage.engines import put_profile  # noqa: E402
 from app.storage.rollups import (  # noqa: E402
@@ -583,6 +584,8 @@ KIND_SELECT = {
     "gaps": "pb::SMALLINT, b::SMALLINT, n, vmax, n::DOUBLE",
 }
 TIER_PREFIX = {"full": "rollup_", "nt": "rollup_nt_", "day": "rollup_day_"}
+# Every rollup table's prefix: the tiers above and the two derived from the daily one.
+ALL_PREFIXES = (*TIER_PREFIX.values(), "rollup_dme_", "rollup_dall_")
 
 
 def _insert(
@@ -661,10 +664,20 @@ def generate(path: Path, days: int, scale: float, tz: str, log=print) -> Generat
             [end - timedelta(days=FULL_DAYS), end - timedelta(days=NT_DAYS)],
         )
         out.checks = check(con)
+        # The derived daily tiers (by model and engine; the whole fleet), as the app's
+        # rebuilds keep them: from the daily rows, a week of days per statement.
+        t4 = time.perf_counter()
+        days_all = [
+            r[0] for r in con.execute("SELECT DISTINCT day FROM sim_hours ORDER BY 1").fetchall()
+        ]
+        for i in range(0, len(days_all), 7):
+            tiers.derive(con, days_all[i : i + 7])
+        out.seconds["derived"] = time.perf_counter() - t4
+        log(f"  derived: {out.seconds['derived']:.0f} s")
         t3 = time.perf_counter()
         con.execute("CHECKPOINT")
         out.seconds["checkpoint"] = time.perf_counter() - t3
-        for prefix in TIER_PREFIX.values():
+        for prefix in ALL_PREFIXES:
             for kind in KIND_KEYS:
                 table = f"{prefix}{kind}"
                 out.rows[table] = int(con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
@@ -969,14 +982,18 @@ def measure(path: Path, end: datetime, runs: int, tz: str, log=print) -> dict:
     wins = windows(end)
     pages: dict = {}
     api: dict = {}
+    first: dict = {}
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600) as client:
             deps = client.get("/_dash-dependencies").json()
             engine = client.get("/api/engines").json()[0]["name"]
             routes = api_routes(client, engine)
-            for path_ in PAGES:  # warm: plans computed, caches filled, as a second visit
+            # The first visit of each page and window after start (cold: nothing kept, plans
+            # not computed), then the timed ones (warm, as a second visit).
+            for path_ in PAGES:
                 for w in wins:
-                    page_load(client, deps, path_, w.page)
+                    got = page_load(client, deps, path_, w.page)
+                    first.setdefault(path_, {})[w.name] = got["total_ms"]
             for run in range(runs):
                 for path_ in PAGES:
                     for w in wins:
@@ -1003,6 +1020,7 @@ def measure(path: Path, end: datetime, runs: int, tz: str, log=print) -> dict:
         stop_server(proc)
         logfile.close()
     result["pages"], result["api"], result["windows"] = pages, api, [w.name for w in wins]
+    result["first"] = first
     return result
 
 
@@ -1087,6 +1105,10 @@ def report(gen: Generated | None, size: int, meas: dict | None, log=print) -> No
     log("\n" + head + "\n|---|" + "---:|" * len(wins))
     for name, per in meas["pages"].items():
         log(_row(name, per, wins))
+    log("\nfirst load after the server started (cold), ms:")
+    log("| page | " + " | ".join(wins) + " |\n|---|" + "---:|" * len(wins))
+    for name, per in meas.get("first", {}).items():
+        log(f"| {name} | " + " | ".join(f"{per[w]:,.0f}" for w in wins) + " |")
     log("\n" + head.replace("page", "API route") + "\n|---|" + "---:|" * len(wins))
     for name, per in meas["api"].items():
         log(_row(name, per, wins))
@@ -1185,7 +1207,7 @@ def main() -> None:
         with duckdb.connect(str(args.out), read_only=True) as con:
             rows = sum(
                 int(con.execute(f"SELECT count(*) FROM {p}{k}").fetchone()[0])
-                for p in TIER_PREFIX.values()
+                for p in ALL_PREFIXES
                 for k in KIND_KEYS
             )
         worst = dense(distributions(build_fleet()), size / rows, args.scale)

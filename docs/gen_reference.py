@@ -939,6 +939,21 @@ for _kind in ("shapes", "values", "gaps", "ttft"):
         "`TOKENSHAPE_ROLLUP_DAILY_DAYS`.",
         "hour": "Start of the local day (23 to 25 hours long at DST changes).",
     }
+    for _prefix, _grain in (("dme", "model and engine"), ("dall", "the whole fleet")):
+        TABLES[f"rollup_{_prefix}_{_kind}"] = {
+            **TABLES[f"rollup_day_{_kind}"],
+            "": f"`rollup_day_{_kind}` regrouped by {_grain} only: a derived daily tier, "
+            "rebuilt with its days (`rollup_derived`), read for whole days by queries that "
+            "need no other dimension.",
+            "bad": "The weight of requests whose status is not `ok` (the dropped status "
+            "column's share: the error rate).",
+        }
+TABLES["rollup_derived"] = {
+    "": "When each day's derived rows (`rollup_dme_*`, `rollup_dall_*`) were last built from "
+    "its daily rows; a day whose hours were built later is read from `rollup_day_*`.",
+    "day": "Start of the day, as in `rollup_hours.day`.",
+    "built_at": "When its derived rows were last written.",
+}
 
 ROLLUP_KEY = {
     "hour": "The UTC hour.",

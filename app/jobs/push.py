@@ -97,8 +97,9 @@ class PushJob(Job):
                 tz=self.tz,
                 built_after=self.built_after,
                 hours_per_request=self.hours_per_request,
+                stopping=self.stopping.is_set,
             )
-        except _Stopped:
+        except (_Stopped, lake.PushStopped):
             return None
         except lake.PushError as exc:
             return self._secret_free(str(exc))

@@ -203,13 +203,17 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+class PushStopped(Exception):
+    """A round cut short between requests because the caller is stopping."""
+
+
 @dataclass
 class Pusher:
     """Posts layout tars to a central node's /v1/rollups, retrying what may pass later as
     `tokenshape ship` does (Retry-After honoured, exponential backoff with jitter, a deadline)."""
 
     url: str
-    token: str
+    token: str = field(repr=False)
     origin: str
     give_up_after: float = GIVE_UP_AFTER_S
     max_wait: float = 60.0
@@ -381,8 +385,10 @@ def push_round(
     since: datetime | None = None,
     built_after: datetime | None = None,
     hours_per_request: int = HOURS_PER_REQUEST,
+    stopping: Callable[[], bool] | None = None,
 ) -> PushRound:
-    """Push this node's clean full-grain hours from `since`, rebuilt after `built_after`."""
+    """Push this node's clean full-grain hours from `since`, rebuilt after `built_after`;
+    `stopping` is asked between requests (a server shutting down): PushStopped then."""
     con = db.new_cursor()
     try:
         found = store.clean_hours(con, since, built_after)
@@ -395,6 +401,8 @@ def push_round(
     hours = [h for h, _ in found]
     out.first, out.last = hours[0], hours[-1]
     for chunk in runs(hours, hours_per_request):
+        if stopping is not None and stopping():
+            raise PushStopped(f"stopped after {out.requests} requests of this round")
         _send(db, pusher, chunk, tz, out)
     # Only once every hour went: a failed round is sent whole again (an import is idempotent).
     out.built_until = max(b for _, b in found)

@@ -753,6 +753,7 @@ def _import_days(
         [day_hours, day_of, origin],
     )
     con.execute("DELETE FROM rollup_dirty WHERE list_contains(?, hour)", [day_hours])
+    tiers.derive(con, keys)
     result.days += len(keys)
 
 

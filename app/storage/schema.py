@@ -202,6 +202,42 @@ ROLLUP_TABLES: dict[tuple[str, str], Table] = {
 }
 
 
+# Derived daily tiers (app/storage/tiers.py `derive`): the daily rows regrouped without the
+# dimensions views of months rarely filter by, rebuilt with their days. A year of the daily
+# tier's values is 30.7 M rows in the simulated year (docs/performance.md); by model and engine
+# 8.9 M, for the whole fleet 0.76 M. `bad` (values only): the weight of requests not ok, which
+# the dropped status column held.
+DERIVED: dict[str, tuple[str, tuple[str, ...]]] = {
+    "daily_all": ("rollup_dall_", ()),
+    "daily_me": ("rollup_dme_", ("model", "engine")),
+}
+
+
+def _derived(prefix: str, kind: str, dims: tuple[str, ...]) -> Table:
+    kept: list[Column] = [Column("hour", TSZ, nullable=False)]
+    if "model" in dims:
+        kept.append(Column("model", String, nullable=False))
+    if "engine" in dims:
+        kept.append(Column("engine", String))
+    extra = [Column("bad", Double, nullable=False)] if kind == "values" else []
+    return Table(f"{prefix}{kind}", metadata, *kept, *_kind_columns(kind), *extra)
+
+
+DERIVED_TABLES: dict[tuple[str, str], Table] = {
+    (tier, kind): _derived(prefix, kind, dims)
+    for tier, (prefix, dims) in DERIVED.items()
+    for kind in KINDS
+}
+
+# When each day's derived rows were last built from its daily rows: a day whose hours were
+# rebuilt later (rollup_hours.built_at) is read from the daily tier until it is derived again.
+rollup_derived = Table(
+    "rollup_derived",
+    metadata,
+    Column("day", TSZ, primary_key=True),
+    Column("built_at", TSZ, nullable=False),
+)
+
 rollup_shapes = ROLLUP_TABLES["hourly", "shapes"]
 rollup_values = ROLLUP_TABLES["hourly", "values"]
 rollup_gaps = ROLLUP_TABLES["hourly", "gaps"]

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 import duckdb
 
-from app.storage.schema import KINDS, ROLLUP_TABLES, TIERS
+from app.storage.schema import DERIVED, DERIVED_TABLES, KINDS, ROLLUP_TABLES, TIERS
 
 # Bins that key a row beside the time and dimensions; the rest are summed except maxima.
 KEYS = {
@@ -39,13 +39,58 @@ SOURCES = ("raw", "sealed", "lake")
 
 
 def table(tier: str, kind: str) -> str:
-    """The table of `kind` in `tier` (names from schema.TIERS only)."""
-    return f"{TIERS[tier][0]}{kind}"
+    """The table of `kind` in `tier` (names from schema.TIERS and schema.DERIVED only)."""
+    prefix = TIERS[tier][0] if tier in TIERS else DERIVED[tier][0]
+    return f"{prefix}{kind}"
 
 
 def columns(tier: str, kind: str) -> list[str]:
     """The table's columns, in order."""
-    return [c.name for c in ROLLUP_TABLES[tier, kind].columns]
+    found = ROLLUP_TABLES[tier, kind] if tier in TIERS else DERIVED_TABLES[tier, kind]
+    return [c.name for c in found.columns]
+
+
+def derive(con: duckdb.DuckDBPyConnection, days: list[datetime]) -> None:
+    """Rebuild the derived daily tiers' rows of `days` (day keys) from their daily rows, and
+    stamp the days (inside the transaction that changed the daily rows)."""
+    if not days:
+        return
+    for tier in DERIVED:
+        for kind in KINDS:
+            picks = []
+            for name in columns(tier, kind):
+                if name == "hour" or name in DIMS or name in KEYS[kind]:
+                    picks.append(name)
+                elif name in MAXIMA:
+                    picks.append(f"max({name})")
+                elif name == "bad":  # the weight of requests not ok (the status column goes)
+                    picks.append("sum(CASE WHEN status <> 'ok' THEN w ELSE 0 END)")
+                else:
+                    picks.append(f"sum({name})")
+            target = table(tier, kind)
+            # The range lets DuckDB skip row groups by their min/max before the list test.
+            where = "hour >= ? AND hour <= ? AND list_contains(?, hour)"
+            keys = [min(days), max(days), days]
+            con.execute(f"DELETE FROM {target} WHERE {where}", keys)
+            con.execute(
+                f"INSERT INTO {target} SELECT {', '.join(picks)} FROM {table('daily', kind)} "
+                f"WHERE {where} GROUP BY ALL HAVING sum(n) > 0",
+                keys,
+            )
+    con.execute(
+        "INSERT INTO rollup_derived SELECT d, get_current_timestamp() "
+        "FROM unnest(?::TIMESTAMPTZ[]) AS t(d) "
+        "ON CONFLICT (day) DO UPDATE SET built_at = excluded.built_at",
+        [days],
+    )
+
+
+def _underive(con: duckdb.DuckDBPyConnection, days: list[datetime]) -> None:
+    """Drop the derived rows and stamps of `days` (the daily tier no longer holds them)."""
+    for tier in DERIVED:
+        for kind in KINDS:
+            con.execute(f"DELETE FROM {table(tier, kind)} WHERE list_contains(?, hour)", [days])
+    con.execute("DELETE FROM rollup_derived WHERE list_contains(?, day)", [days])
 
 
 def _select(tier: str, kind: str, time: str = "hour", sign: int = 1) -> str:
@@ -152,6 +197,7 @@ def end_replace(con: duckdb.DuckDBPyConnection, hours: list[datetime]) -> None:
     days = _days_of(con, hours)
     for kind in KINDS:
         _merge(con, "daily", kind, days, _day_rows(kind, "hourly_nt", 1), [hours])
+    derive(con, days)
 
 
 def fold(con: duckdb.DuckDBPyConnection, hours: list[datetime], delta: dict[str, str]) -> None:
@@ -203,6 +249,8 @@ def fold(con: duckdb.DuckDBPyConnection, hours: list[datetime], delta: dict[str,
                 "ON r.hour = t.hour WHERE list_contains(?, t.hour) GROUP BY ALL",
                 [held["in_day"]],
             )
+    if held["in_day"]:
+        derive(con, _days_of(con, held["in_day"]))
 
 
 def seal(con: duckdb.DuckDBPyConnection, hours: list[datetime], tz: str) -> None:
@@ -276,6 +324,7 @@ def prune(
                 con.execute(
                     "UPDATE rollup_hours SET in_day = false WHERE list_contains(?, day)", [days_due]
                 )
+                _underive(con, days_due)
         con.execute("DELETE FROM rollup_hours WHERE NOT (in_full OR in_nt OR in_day)")
         con.execute("COMMIT")
     except BaseException:

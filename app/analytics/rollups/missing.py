@@ -77,8 +77,10 @@ class Missing:
                 else f"the {span} before {self.end:%Y-%m-%d %H:%M} UTC"
             )
             text += f" Narrow the window to {where} for the full picture."
-        else:
+        elif not self.tier_note:  # else the rollups cannot count every hour either
             text += f" No narrower window holds them all; {ROLLED_VIEWS}."
+        else:
+            text += " No narrower window holds them all."
         return text
 
 
@@ -122,9 +124,10 @@ def missing(
         found = request_count(cur, whole, sp)
         if found is None and tier_note is None:
             return None  # the rollups hold none of the filter's requests in those hours
-        if found is not None:
+        # With a tier note the rollups' count leaves hours out: no total is better than a low one.
+        if found is not None and tier_note is None:
             total = round(found)
-            if total <= seen and tier_note is None:
+            if total <= seen:
                 return None  # the filter's requests in those hours: none
     return Missing(
         hours=hours,

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 import duckdb
 
 from app.analytics.filters import Filter
+from app.analytics.rollups import memo
 from app.analytics.windows import width
 
 MIN_HOURS = 24  # shorter windows read raw rows: exact quantiles, and fast enough
@@ -44,6 +45,9 @@ class Part:
     # Daily parts: the exact day keys (keys fixed when first built may interleave with days of
     # another zone, so a range could take in a day outside the window).
     keys: tuple[datetime, ...] = ()
+    # Daily parts: every day's derived rows (tiers.derive) are as new as its hours, so a query
+    # that needs no gateway, status or tenant may read them instead (app/analytics/rollups/sql).
+    derived: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,15 @@ def plan(
     when it should be read raw."""
     if flt.hours or flt.weekdays:  # local-time slices do not align with UTC hours
         return None
+    # Only the window, a tenant filter, the buckets and the zone change the plan: a page that
+    # plans the same window for 20 engines plans it once (memo.shared).
+    key = ("plan", flt.start, flt.end, bool(flt.tenants), seconds, tz)
+    return memo.once(key, lambda: _plan(cur, flt, seconds, tz))
+
+
+def _plan(
+    cur: duckdb.DuckDBPyConnection, flt: Filter, seconds: int | None, tz: str | None
+) -> Split | None:
     start, end = _aware(flt.start), _aware(flt.end)
     lo = _ceil(start) if start is not None else None
     hi = _floor(end) if end is not None else None
@@ -248,7 +261,14 @@ def _day_ranges(
         [keys[0], keys[-1]],
     ).fetchone()
     exact = keys if not row or row[0] != len(keys) else ()
-    return [Part("daily", keys[0], keys[-1] + timedelta(microseconds=1), exact)]
+    stale = cur.execute(
+        "SELECT count(*) FROM (SELECT day, max(built_at) AS built FROM rollup_hours "
+        "WHERE day >= ? AND day <= ? AND list_contains(?, day) GROUP BY day) h "
+        "LEFT JOIN rollup_derived d USING (day) WHERE d.built_at IS NULL OR d.built_at < h.built",
+        [keys[0], keys[-1], list(keys)],
+    ).fetchone()
+    fresh = stale is not None and stale[0] == 0
+    return [Part("daily", keys[0], keys[-1] + timedelta(microseconds=1), exact, fresh)]
 
 
 def coverage(

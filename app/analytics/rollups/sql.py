@@ -8,6 +8,7 @@ with no sampled row every weight is 1 and the answers are the plain counts."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import duckdb
@@ -16,7 +17,7 @@ import pandas as pd
 
 from app.analytics.filters import WEIGHT, Filter
 from app.analytics.rollups import memo
-from app.analytics.rollups.plan import Split
+from app.analytics.rollups.plan import Part, Split
 from app.analytics.rollups.sketch import (
     GroupStats,
     MeasureStats,
@@ -34,6 +35,7 @@ from app.storage.rollups import (
     half_octave_sql,
     ttft_sql,
 )
+from app.storage.schema import DERIVED
 
 # One row per (request, measure): the raw side of `rollup_values`.
 _MEASURE_ROWS = (
@@ -42,22 +44,51 @@ _MEASURE_ROWS = (
 )
 
 
-def _rolled(flt: Filter, sp: Split, kind: str) -> tuple[str, list]:
+def _derived_for(flt: Filter, needs: tuple[str, ...]) -> list[str]:
+    """The derived daily tiers that can answer a query filtering `flt`'s dimensions and
+    grouping by `needs`, smallest first."""
+    used = {
+        column
+        for column, values in (
+            ("model", flt.models),
+            ("engine", flt.engines),
+            ("gateway", flt.gateways),
+            ("tenant", flt.tenants),
+            ("status", flt.statuses),
+        )
+        if values
+    } | set(needs)
+    return [tier for tier, (_, dims) in DERIVED.items() if used <= set(dims)]
+
+
+def _rolled(flt: Filter, sp: Split, kind: str, needs: tuple[str, ...] = ()) -> tuple[str, list]:
     """A subquery of the rollup rows of `kind` that answer the split's parts, each from its
-    tier's table, with the columns every tier has (all but tenant), filtered by the
-    dimensions; and its parameters."""
+    tier's table (a daily part from the smallest derived tier that keeps the dimensions the
+    filter and `needs` use), with the columns every tier has (all but tenant; values also
+    `bad`, the weight not ok), filtered by the dimensions; and its parameters."""
     dims, dim_params = flt.dims_where()
-    names = ", ".join(tiers.columns("daily", kind))
+    names = tiers.columns("daily", kind)
+    derived = _derived_for(flt, needs)
     selects, params = [], []
     for part in sp.parts:
+        tier = derived[0] if part.tier == "daily" and part.derived and derived else part.tier
+        have = set(tiers.columns(tier, kind))
+        picks = [n if n in have else f"NULL::VARCHAR AS {n}" for n in names]
+        if kind == "values":
+            picks.append(
+                "bad" if "bad" in have else "CASE WHEN status <> 'ok' THEN w ELSE 0 END AS bad"
+            )
         exact = " AND list_contains(?, hour)" if part.keys else ""
         selects.append(
-            f"SELECT {names} FROM {tiers.table(part.tier, kind)} "
+            f"SELECT {', '.join(picks)} FROM {tiers.table(tier, kind)} "
             f"WHERE hour >= ? AND hour < ?{exact} AND {dims}"
         )
         params += [part.lo, part.hi, *([list(part.keys)] if part.keys else []), *dim_params]
     if not selects:
-        selects.append(f"SELECT {names} FROM {tiers.table('daily', kind)} WHERE false")
+        extra = ", 0.0 AS bad" if kind == "values" else ""
+        selects.append(
+            f"SELECT {', '.join(names)}{extra} FROM {tiers.table('daily', kind)} WHERE false"
+        )
     return f"({' UNION ALL '.join(selects)})", params
 
 
@@ -114,57 +145,186 @@ def values_over_time_by(
     rows: Python strings and timestamps would cost seconds)."""
     if by is not None and by not in SERIES_BY:
         raise ValueError(f"cannot split a series by {by!r}: one of {', '.join(SERIES_BY)}")
-    names: list[str | None] = [None] if by is None else list(values)
-    if not names:
+    if by is not None and not values:
         return {}
+    args = (seconds, tz, measures, quantiles, by, values)
+    days = [p for p in sp.parts if p.tier == "daily"]
+    if seconds % 86400 or not days:
+        return _series_by(cur, flt, sp, *args)
+    # Whole days are kept across page loads (memo.kept) until a day of them is rebuilt: with
+    # day buckets their buckets are their own, so the rest of the window is added bucket by
+    # bucket (a year of 12 engines' days is ~2 M rows; the rest a day or two of hours).
+    day_split = replace(sp, dirty=[], raw=[], parts=days)
+    rest = replace(sp, parts=[p for p in sp.parts if p.tier != "daily"])
+    key = _days_key(cur, days)
+    if key is None:
+        return _series_by(cur, flt, sp, *args)
+    whole = memo.kept(
+        ("series", *key, flt.models, flt.engines, flt.gateways, flt.statuses, args),
+        lambda: _series_by(cur, flt, day_split, *args),
+    )
+    if not rest.parts and not rest.raw:
+        return _copied(whole)
+    others = _series_by(cur, flt, rest, *args, rolled_only=False)
+    joined = _joined(whole, others)
+    return joined if joined is not None else _series_by(cur, flt, sp, *args)
+
+
+Series = dict[str | None, tuple[pd.DataFrame, dict[str, np.ndarray]]]
+
+
+def _days_key(cur: duckdb.DuckDBPyConnection, days: list[Part]) -> tuple | None:
+    """What a result over these daily parts depends on besides the query: the file, the parts,
+    and when their days (and derived rows) were last built; None for an in-memory database."""
+    row = cur.execute(
+        "SELECT (SELECT path FROM duckdb_databases() WHERE database_name = current_database()), "
+        "(SELECT count(*) || '/' || max(built_at) FROM rollup_hours WHERE day >= ? AND day < ?), "
+        "(SELECT count(*) || '/' || max(built_at) FROM rollup_derived WHERE day >= ? AND day < ?)",
+        [days[0].lo, days[-1].hi, days[0].lo, days[-1].hi],
+    ).fetchone()
+    if row is None or not row[0]:
+        return None
+    return (row[0], tuple(days), row[1], row[2])
+
+
+def _copied(found: Series | None) -> Series | None:
+    """A copy the caller may change (the kept one is shared)."""
+    if found is None:
+        return None
+    return {k: (f.copy(), {m: a.copy() for m, a in st.items()}) for k, (f, st) in found.items()}
+
+
+def _joined(whole: Series | None, others: Series | None) -> Series | None:
+    """The two series bucket by bucket, in time order; None when a bucket is in both (then
+    the caller reads the window in one piece)."""
+    if whole is None:
+        return _copied(others)
+    if others is None:
+        return _copied(whole)
+    out: Series = {}
+    for name in [*whole, *(k for k in others if k not in whole)]:
+        if name not in others or name not in whole:
+            out[name] = _copied({name: (whole.get(name) or others[name])})[name]  # type: ignore[index]
+            continue
+        (fa, sa), (fb, sb) = whole[name], others[name]
+        if np.intersect1d(fa["bucket"].to_numpy(), fb["bucket"].to_numpy()).size:
+            return None
+        frame = pd.concat([fa, fb], ignore_index=True)
+        order = np.argsort(frame["bucket"].to_numpy(), kind="stable")
+        stats = {m: np.concatenate([sa[m], sb[m]])[order] for m in sa}
+        out[name] = (frame.iloc[order].reset_index(drop=True), stats)
+    return out
+
+
+def _series_by(
+    cur: duckdb.DuckDBPyConnection,
+    flt: Filter,
+    sp: Split,
+    seconds: int,
+    tz: str,
+    measures: tuple[str, ...],
+    quantiles: tuple[float, ...],
+    by: str | None,
+    values: tuple[str, ...],
+    *,
+    rolled_only: bool = True,
+) -> Series | None:
+    """`values_over_time_by` in one piece (None: no rollup row, unless not `rolled_only`)."""
+    names: list[str | None] = [None] if by is None else list(values)
     key, key_params = ("0", []) if by is None else (f"list_position(?, {by})", [list(values)])
-    codes = [0] + [MEASURES.index(m) for m in measures]  # ISL (0) counts the requests
-    src, params = _rolled(flt, sp, "values")
+    needs = (by,) if by else ()
+    lead = [width(seconds), tz, *key_params]
+    # Requests per (key, bucket) from the shapes rollups: a fraction of the value rows an ISL
+    # measure would scan for the same count.
+    s_src, s_params = _rolled(flt, sp, "shapes", needs)
+    s_raw, s_raw_params = _raw_selects(
+        flt,
+        sp,
+        "SELECT k, epoch_us(time_bucket(?::INTERVAL, started_at, ?)) AS g, sum(wt) AS n, "
+        f"false AS rolled FROM (SELECT {key} AS k, started_at, {WEIGHT} AS wt FROM {{src}}) "
+        "GROUP BY ALL",
+        lead=lead,
+    )
+    counted = cur.execute(
+        "SELECT k::INTEGER AS k, g, sum(n)::DOUBLE AS n, bool_or(rolled) AS rolled FROM ("
+        f"SELECT {key} AS k, epoch_us(time_bucket(?::INTERVAL, hour, ?)) AS g, w AS n, "
+        f"true AS rolled FROM {s_src}"
+        + "".join(f" UNION ALL {q}" for q in s_raw)
+        + ") WHERE k IS NOT NULL GROUP BY k, g ORDER BY k, g",
+        [*key_params, width(seconds), tz, *s_params, *s_raw_params],
+    ).fetchnumpy()
+    if not len(counted["k"]) or (rolled_only and not counted["rolled"].any()):
+        return None
+    codes = [MEASURES.index(m) for m in measures]
+    src, params = _rolled(flt, sp, "values", needs)
     raw, raw_params = _raw_selects(
         flt,
         sp,
         f"SELECT k, epoch_us(time_bucket(?::INTERVAL, started_at, ?)) AS g, measure, "
-        f"{bucket_sql('v')} AS b, sum(wt) AS n, max(v) AS vmax, false AS rolled FROM "
+        f"{bucket_sql('v')} AS b, sum(wt) AS n, max(v) AS vmax FROM "
         f"(SELECT {key} AS k, started_at, {WEIGHT} AS wt, {_MEASURE_ROWS} FROM {{src}}) "
         "WHERE v IS NOT NULL AND list_contains(?, measure) GROUP BY ALL",
-        lead=[width(seconds), tz, *key_params],
+        lead=lead,
         tail=[codes],
     )
-    rows = _merged(
-        cur,
-        "SELECT k::INTEGER AS k, g, measure, b, sum(n) AS n, max(vmax) AS vmax",
+    # Sorted, not grouped, in DuckDB: rows of one (key, bucket, measure, b) are summed here
+    # (most are one row already: a year of engine-days from the derived tier is ~2 M rows,
+    # and DuckDB's hash grouping of them costs twice the sort).
+    found = cur.execute(
+        "SELECT k::INTEGER AS k, g, measure::SMALLINT AS measure, b::SMALLINT AS b, "
+        "n::DOUBLE AS n, vmax::DOUBLE AS vmax FROM ("
         f"SELECT {key} AS k, epoch_us(time_bucket(?::INTERVAL, hour, ?)) AS g, measure, b, "
-        f"w AS n, vmax, true AS rolled FROM {src} WHERE list_contains(?, measure)",
-        raw,
+        f"w AS n, vmax FROM {src} WHERE list_contains(?, measure)"
+        + "".join(f" UNION ALL {q}" for q in raw)
+        + ") WHERE k IS NOT NULL ORDER BY k, g, measure, b",
         [*key_params, width(seconds), tz, *params, codes, *raw_params],
-        "k, g, measure, b",
-    )
-    if rows is None:
-        return None
-    k, g_all = rows["k"], rows["g"]
-    measure_all, b_all = rows["measure"], rows["b"]
-    n_all, vmax_all = rows["n"].astype(np.float64), rows["vmax"].astype(np.float64)
-    cuts = [0, *(np.flatnonzero(np.diff(k)) + 1).tolist(), len(k)]
+    ).fetchnumpy()
+    rows = _summed(found, ("k", "g", "measure", "b"))
+    setting = cur.execute("SELECT current_setting('TimeZone')").fetchone()
+    zone = str(setting[0]) if setting else "UTC"
+    ck, cg, cn = counted["k"], counted["g"], counted["n"]
+    c_cuts = [0, *(np.flatnonzero(np.diff(ck)) + 1).tolist(), len(ck)]
+    # Each key's value rows: [start, end) in `rows` (sorted by key).
+    v_lo = np.searchsorted(rows["k"], ck[c_cuts[:-1]], side="left")
+    v_hi = np.searchsorted(rows["k"], ck[c_cuts[:-1]], side="right")
     out: dict[str | None, tuple[pd.DataFrame, dict[str, np.ndarray]]] = {}
-    for lo, hi in zip(cuts[:-1], cuts[1:], strict=False):
-        if lo == hi:
-            continue
-        # Rows are sorted by g within a key: unique's codes follow time.
-        times, g = np.unique(g_all[lo:hi], return_inverse=True)
+    for j, (lo, hi) in enumerate(zip(c_cuts[:-1], c_cuts[1:], strict=False)):
+        times = cg[lo:hi]  # every bucket with requests, in time order
         frame = pd.DataFrame({"bucket": pd.to_datetime(times, unit="us", utc=True)})
-        requests = np.zeros(len(times))
+        if zone != "UTC":  # as DuckDB hands TIMESTAMPTZ to pandas on the other paths
+            frame["bucket"] = frame["bucket"].dt.tz_convert(zone)
+        frame["requests"] = np.rint(cn[lo:hi]).astype(np.int64)
+        part = slice(int(v_lo[j]), int(v_hi[j]))
+        at = rows["g"][part]
+        g = np.searchsorted(times, at)
+        # A value row in a bucket without requests cannot be placed (tiers out of step).
+        held = (g < len(times)) & (times[np.minimum(g, len(times) - 1)] == at)
+        g = g[held]
+        measure, b = rows["measure"][part][held], rows["b"][part][held]
+        n, vmax = rows["n"][part][held], rows["vmax"][part][held]
         stats: dict[str, np.ndarray] = {}
-        measure, b = measure_all[lo:hi], b_all[lo:hi]
-        n, vmax = n_all[lo:hi], vmax_all[lo:hi]
         for code in codes:
             sel = measure == code
-            est = group_estimates(g[sel], b[sel], n[sel], vmax[sel], len(times), quantiles)
-            if code == 0:
-                np.add.at(requests, g[sel], n[sel])
-            else:
-                stats[MEASURES[code]] = est
-        frame["requests"] = np.rint(requests).astype(np.int64)
-        out[names[0] if by is None else names[int(k[lo]) - 1]] = (frame, stats)
+            stats[MEASURES[code]] = group_estimates(
+                g[sel], b[sel], n[sel], vmax[sel], len(times), quantiles
+            )
+        out[names[0] if by is None else names[int(ck[lo]) - 1]] = (frame, stats)
+    return out
+
+
+def _summed(rows: dict[str, np.ndarray], keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Rows sorted by `keys` with each run of equal keys summed (`n`) and maxed (`vmax`)."""
+    size = len(rows["n"])
+    if size == 0:
+        return rows
+    same = np.ones(size - 1, dtype=bool)
+    for name in keys:
+        column = rows[name]
+        same &= column[1:] == column[:-1]
+    first = np.flatnonzero(np.r_[True, ~same])
+    out = {name: rows[name][first] for name in keys}
+    out["n"] = np.add.reduceat(rows["n"], first)
+    out["vmax"] = np.maximum.reduceat(rows["vmax"], first)
     return out
 
 
@@ -216,7 +376,7 @@ def totals(
         "coalesce(sum(output_tokens), 0), bool_or(rolled) FROM ("
         "SELECT sum(w) FILTER (WHERE measure = 0) AS requests, "
         "sum(vsum) FILTER (WHERE measure = 0) AS input_tokens, "
-        "sum(vsum) FILTER (WHERE measure = 1) AS output_tokens, true AS rolled "
+        "sum(vsum) FILTER (WHERE measure = 1) AS output_tokens, count(*) > 0 AS rolled "
         f"FROM {src} WHERE measure IN (0, 1)" + "".join(f" UNION ALL {q}" for q in raw) + ")",
         params + raw_params,
     ).fetchone()
@@ -358,7 +518,7 @@ def _value_rows(
     cur: duckdb.DuckDBPyConnection, flt: Filter, sp: Split, by_model: bool
 ) -> dict[str, np.ndarray] | None:
     """Σw, max, Σv and Σw not ok per (model or all, measure, bucket) over the window."""
-    src, params = _rolled(flt, sp, "values")
+    src, params = _rolled(flt, sp, "values", ("model",) if by_model else ())
     group = "model" if by_model else "NULL::VARCHAR"
     # Every request has an ISL (measure 0), so its rows count requests and those not ok.
     raw, raw_params = _raw_selects(
@@ -374,7 +534,7 @@ def _value_rows(
         "SELECT g, measure, b, sum(n) AS n, max(vmax) AS vmax, sum(vsum) AS vsum, "
         "sum(not_ok) AS not_ok",
         f"SELECT {group} AS g, measure, b, w AS n, vmax, vsum, "
-        "CASE WHEN measure = 0 AND status <> 'ok' THEN w ELSE 0 END AS not_ok, true AS rolled "
+        "CASE WHEN measure = 0 THEN bad ELSE 0 END AS not_ok, true AS rolled "
         f"FROM {src}",
         raw,
         params + raw_params,
@@ -452,7 +612,7 @@ def busiest(
     rollup row is in the window."""
     if column not in SERIES_BY:
         raise ValueError(f"cannot rank {column!r}: one of {', '.join(SERIES_BY)}")
-    src, params = _rolled(flt, sp, "shapes")
+    src, params = _rolled(flt, sp, "shapes", (column,))
     raw, raw_params = _raw_selects(
         flt,
         sp,
@@ -480,7 +640,7 @@ def request_count(cur: duckdb.DuckDBPyConnection, flt: Filter, sp: Split) -> flo
     )
     row = cur.execute(
         "SELECT coalesce(sum(n), 0), bool_or(rolled) FROM ("
-        f"SELECT sum(w) AS n, true AS rolled FROM {src}"
+        f"SELECT sum(w) AS n, count(*) > 0 AS rolled FROM {src}"
         + "".join(f" UNION ALL {q}" for q in raw)
         + ")",
         params + raw_params,

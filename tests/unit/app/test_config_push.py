@@ -69,3 +69,9 @@ def test_the_token_never_shows_in_the_settings_renderings():
     for text in (repr(s), str(s), s.model_dump_json()):
         assert TOKEN not in text
     assert "push_token=SecretStr('**********')" in repr(s)
+
+
+def test_a_url_with_a_password_in_it_is_refused():
+    # A URL is logged and shown on /api/health: credentials belong in the token setting.
+    with pytest.raises(ValidationError, match="TOKENSHAPE_PUSH_TOKEN"):
+        Settings(push_url="https://me:hunter2@central.example:8050", push_token="t")

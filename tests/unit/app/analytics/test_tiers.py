@@ -200,3 +200,144 @@ def test_engines_are_ranked_from_the_rollups_when_raw_rows_are_gone(db):
     cur.execute("DELETE FROM requests WHERE started_at >= ? AND started_at < ?", [lo, hi])
     cur.execute("UPDATE rollup_hours SET source = 'sealed' WHERE hour >= ? AND hour < ?", [lo, hi])
     assert overview_series.engines_in(cur, WINDOW) == before
+
+
+def _derived_equal_daily(cur) -> None:
+    """Every derived tier's rows are its daily rows regrouped (counts, sums, maxima, bad)."""
+    from app.storage.schema import DERIVED
+
+    for tier, (_, dims) in DERIVED.items():
+        for kind in tiers.KINDS:
+            cols = [c for c in tiers.columns(tier, kind) if c != "bad"]
+            keys = ["hour", *dims, *tiers.KEYS[kind]]
+            sums = [c for c in cols if c not in keys]
+            agg = ", ".join(f"max({c})" if c == "vmax" else f"round(sum({c}), 6)" for c in sums)
+            extra = (
+                ", round(sum(CASE WHEN status <> 'ok' THEN w ELSE 0 END), 6)"
+                if (kind == "values")
+                else ""
+            )
+            mine = ", ".join(f"max({c})" if c == "vmax" else f"round(sum({c}), 6)" for c in sums)
+            bad = ", round(sum(bad), 6)" if kind == "values" else ""
+            k = ", ".join(keys)
+            daily = cur.execute(
+                f"SELECT {k}, {agg}{extra} FROM {tiers.table('daily', kind)} GROUP BY ALL "
+                "HAVING sum(n) > 0 ORDER BY ALL"
+            ).fetchall()
+            derived = cur.execute(
+                f"SELECT {k}, {mine}{bad} FROM {tiers.table(tier, kind)} GROUP BY ALL ORDER BY ALL"
+            ).fetchall()
+            assert derived == daily, (tier, kind)
+            assert derived, (tier, kind)
+
+
+def test_derived_tiers_follow_the_daily_tier_and_answer_only_what_they_keep(db):
+    from app.analytics.rollups import sql as rollup_sql
+
+    cur = db.cursor()
+    _derived_equal_daily(cur)
+    sp = rollup_source.split(cur, WINDOW)
+    daily = [p for p in sp.parts if p.tier == "daily"]
+    assert daily and daily[0].derived
+    src, _ = rollup_sql._rolled(WINDOW, sp, "values")
+    assert "rollup_dall_values" in src
+    by_engine, _ = rollup_sql._rolled(Filter(engines=("x",)), sp, "values")
+    assert "rollup_dme_values" in by_engine and "rollup_dall_" not in by_engine
+    by_gateway, _ = rollup_sql._rolled(Filter(gateways=("x",)), sp, "values")
+    assert "rollup_day_values" in by_gateway and "rollup_dme_" not in by_gateway
+    grouped, _ = rollup_sql._rolled(WINDOW, sp, "values", ("model",))
+    assert "rollup_dme_values" in grouped
+    # A day rebuilt after its derived rows (a path that forgot to derive) is read daily.
+    day = cur.execute("SELECT max(day) FROM rollup_derived").fetchone()[0]
+    cur.execute(
+        "UPDATE rollup_hours SET built_at = built_at + INTERVAL 1 HOUR WHERE day = ?", [day]
+    )
+    cur.execute("UPDATE rollup_derived SET built_at = built_at - INTERVAL 1 HOUR")
+    stale = rollup_source.split(cur, WINDOW)
+    assert not [p for p in stale.parts if p.tier == "daily" and p.derived]
+
+
+def test_a_late_row_folded_into_a_sealed_day_reaches_the_derived_tiers(db):
+    from app.storage import retention
+    from app.storage.rollups import rebuild_all
+    from tests.support.records import record, store
+
+    cur = db.cursor()
+    # Whole hours: a window's partial end hours are read raw, and these raw rows go.
+    whole = Filter(start=datetime(2026, 10, 28, 5, tzinfo=UTC), end=WINDOW.end.replace(minute=0))
+    before = overview.kpis(cur, whole, exact=False)["requests"]
+    # Raw rows older than 2 days go; their hours are sealed, the rollups keep them.
+    retention.prune(db.new_cursor(), END, request_days=2, reject_days=0, tz=TZ)
+    assert cur.execute("SELECT count(*) FROM rollup_hours WHERE source = 'sealed'").fetchone()[0]
+    late = datetime(2026, 11, 1, 12, 30, tzinfo=UTC)  # a sealed hour of a whole day
+    store(db, [record(900_000 + i, started_at=late.isoformat()) for i in range(3)])
+    rebuild_all(db.new_cursor(), TZ)
+    _derived_equal_daily(cur)
+    assert overview.kpis(cur, whole, exact=False)["requests"] == before + 3
+    # The daily tier's retention takes the derived rows and stamps of its days with it.
+    tiers.prune(db.new_cursor(), END, hourly_days=1, hourly_nt_days=2, daily_days=3)
+    _derived_equal_daily(cur)
+    kept = cur.execute("SELECT count(*) FROM rollup_derived").fetchone()[0]
+    days = cur.execute("SELECT count(DISTINCT day) FROM rollup_hours WHERE in_day").fetchone()[0]
+    assert kept == days
+
+
+def test_whole_days_kept_across_requests_answer_as_the_window_read_whole(db):
+    from app.analytics.rollups import sql as rollup_sql
+    from app.storage.rollups import rebuild_all
+    from tests.support.records import record, store
+
+    cur = db.cursor()
+    sp = rollup_source.local_split(cur, WINDOW, TZ, 86400)
+    assert {p.tier for p in sp.parts} >= {"daily", "hourly_nt"} and sp.raw
+    args = (86400, TZ, ("ttft_ms", "itl_ms"), (0.5, 0.95), None, ())
+
+    def whole() -> tuple:
+        frame, stats = rollup_sql._series_by(cur, WINDOW, sp, *args)[None]
+        return frame["bucket"].tolist(), frame["requests"].tolist(), stats
+
+    def pieces() -> tuple:
+        frame, stats = rollup_sql.values_over_time_by(cur, WINDOW, sp, *args[:4])[None]
+        return frame["bucket"].tolist(), frame["requests"].tolist(), stats
+
+    first, again, truth = pieces(), pieces(), whole()
+    for got in (first, again):
+        assert got[0] == truth[0] and got[1] == truth[1]
+        for m in truth[2]:
+            assert np.allclose(got[2][m], truth[2][m], equal_nan=True)
+    # A late row in a whole day rebuilds it: the kept answer is not used again.
+    late = datetime(2026, 11, 2, 15, 30, tzinfo=UTC)
+    store(db, [record(800_000, started_at=late.isoformat(), ttft_ms=5.0)])
+    rebuild_all(db.new_cursor(), TZ)
+    sp = rollup_source.local_split(cur, WINDOW, TZ, 86400)
+    after = pieces()
+    assert sum(after[1]) == sum(first[1]) + 1
+    assert after[1] == whole()[1]
+
+
+def test_a_series_split_by_engine_keeps_only_the_engines_asked_for(db):
+    from app.analytics.rollups import sql as rollup_sql
+
+    cur = db.cursor()
+    engines = tuple(rollup_sql.busiest(cur, WINDOW, rollup_source.split(cur, WINDOW), "engine", 9))
+    sp = rollup_source.local_split(cur, WINDOW, TZ, 86400)
+    asked = engines[:2]
+    found = rollup_sql.values_over_time_by(
+        cur, WINDOW, sp, 86400, TZ, ("ttft_ms",), (0.5,), "engine", asked
+    )
+    assert set(found) == set(asked)
+    for engine in asked:
+        alone = rollup_sql.values_over_time(
+            cur,
+            Filter(start=WINDOW.start, end=WINDOW.end, engines=(engine,)),
+            sp,
+            86400,
+            TZ,
+            ("ttft_ms",),
+            (0.5,),
+        )
+        assert found[engine][0]["requests"].tolist() == alone[0]["requests"].tolist()
+    # No rollup row in the split: no count from the rollups (a raw interval alone is raw).
+    empty = rollup_source.Split(WINDOW.start, WINDOW.end, [], [(WINDOW.start, WINDOW.end)], [])
+    assert rollup_sql.request_count(cur, WINDOW, empty) is None
+    assert rollup_sql.totals(cur, WINDOW, empty) is None
