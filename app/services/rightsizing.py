@@ -424,6 +424,8 @@ def seasonal(
     requests = int(load["count"].sum())
     if demand is None:
         verdict = f"Not enough data: no requests for engine {engine} in the last {weeks} weeks."
+        if gone:  # the rollups count its requests, but plans need raw rows
+            verdict = f"Not enough raw rows for engine {engine} in the last {weeks} weeks: {gone}"
         return SeasonalReport(
             engine, start, end, tz, weeks, 0, None, None, [], verdict, raw_only_note=gone
         )
