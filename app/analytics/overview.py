@@ -161,6 +161,13 @@ ROLLED = {
 }
 
 
+def rollup_version(cur: duckdb.DuckDBPyConnection) -> tuple[int, str]:
+    """Hours the rollups hold and when one was last built: changes whenever their rows do (a
+    rebuild, a fold, a lake import, a prune), so a cache of what they hold can key on it."""
+    row = first_row(cur, "SELECT count(*), coalesce(max(built_at)::VARCHAR, '') FROM rollup_hours")
+    return (int(row[0]), str(row[1])) if row else (0, "")
+
+
 def dimension_values(cur: duckdb.DuckDBPyConnection, limit: int = 200) -> dict[str, list[str]]:
     """Distinct values of each filterable column, for the filter bar's choices: those of the
     raw rows and of the rollups (a model seen only in hours whose raw rows are gone counts

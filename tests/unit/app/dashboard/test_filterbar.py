@@ -42,3 +42,21 @@ def test_the_bar_says_when_the_window_was_sampled(database):
     view, flt, bar = filterbar.prepare(database, query, NOW)
     assert notes(bar) == ["estimated from a 1%–100% sample of 203 requests (5 stored)"]
     assert notes(filterbar.prepare(database, {"window": "1h"}, NOW)[2]) == []  # none in it
+
+
+def test_choices_follow_the_rollups_when_no_raw_row_changes(database):
+    from datetime import UTC, datetime
+
+    from app.dashboard.filterbar import choices
+    from app.storage import tiers
+
+    assert "lake-only-model" not in choices(database)["model"]
+    hour = datetime(2026, 11, 2, 10, tzinfo=UTC)
+    cur = database.cursor()
+    # What a lake import leaves: rollup rows and their hour, not one raw row.
+    cur.execute(
+        "INSERT INTO rollup_day_shapes VALUES (?, 'lake-only-model', 'e', 'g', 'ok', 1, 1, 5, 5.0)",
+        [hour.replace(hour=0)],
+    )
+    tiers.note_hours(cur, [hour], "lake", "UTC", origin="test")
+    assert "lake-only-model" in choices(database)["model"]
