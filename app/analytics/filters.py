@@ -28,21 +28,28 @@ class Filter:
     weekdays: tuple[int, ...] = ()  # local ISO weekdays in `tz`, 1 = Monday
     tz: str = "UTC"
 
+    def dimensions(self) -> dict[str, tuple[str, ...]]:
+        """The dimension columns this filter narrows, with the values it keeps."""
+        return {
+            column: values
+            for column, values in (
+                ("model", self.models),
+                ("engine", self.engines),
+                ("gateway", self.gateways),
+                ("tenant", self.tenants),
+                ("status", self.statuses),
+            )
+            if values
+        }
+
     def dims_where(self) -> tuple[str, list]:
         """The condition on the dimensions alone (also columns of the hourly rollups)."""
         parts: list[str] = ["TRUE"]
         params: list = []
-        for column, values in (
-            ("model", self.models),
-            ("engine", self.engines),
-            ("gateway", self.gateways),
-            ("tenant", self.tenants),
-            ("status", self.statuses),
-        ):
-            if values:
-                # A list parameter: one placeholder whatever the number of values.
-                parts.append(f"list_contains(?, {column})")
-                params.append(list(values))
+        for column, values in self.dimensions().items():
+            # A list parameter: one placeholder whatever the number of values.
+            parts.append(f"list_contains(?, {column})")
+            params.append(list(values))
         return " AND ".join(parts), params
 
     def where(self) -> tuple[str, list]:

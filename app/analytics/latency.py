@@ -44,7 +44,7 @@ def trend(
     keeps whole-hour offsets over it (else a UTC hour would straddle two local buckets): the
     percentiles are then within RELATIVE_ERROR, as `frame.attrs["relative_error"]` says."""
     seconds = BUCKETS[bucket]
-    sp = None if exact or seconds < 3600 else rollups.local_split(cur, flt, tz, seconds)
+    sp = None if exact else rollups.local_split(cur, flt, tz, seconds)
     if sp is not None:
         found = rollups.values_over_time(cur, flt, sp, seconds, tz, TREND_MEASURES, TREND_QUANTILES)
         if found is not None:

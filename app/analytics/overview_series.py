@@ -33,7 +33,7 @@ def quantile_over_time(
     """Per time bucket (`windows.BUCKETS`, local to `tz`): `bucket`, `requests` (weighted) and
     the `q` quantile of TTFT and ITL in columns `ttft_ms` and `itl_ms` (NaN: none measured)."""
     seconds = BUCKETS[bucket]
-    sp = None if exact or seconds < 3600 else rollups.local_split(cur, flt, tz, seconds)
+    sp = None if exact else rollups.local_split(cur, flt, tz, seconds)
     if sp is not None:
         found = rollups.values_over_time(cur, flt, sp, seconds, tz, MEASURES, (q,))
         if found is not None:
@@ -102,7 +102,7 @@ def quantile_by_engine(
     `quantile_over_time` per engine)."""
     seconds = BUCKETS[bucket]
     narrowed = replace(flt, engines=tuple(percentiles))
-    sp = None if seconds < 3600 else rollups.local_split(cur, narrowed, tz, seconds)
+    sp = rollups.local_split(cur, narrowed, tz, seconds)
     if sp is None or not percentiles:
         return None
     qs = tuple(sorted(set(percentiles.values())))

@@ -18,7 +18,7 @@ def rates(cur: duckdb.DuckDBPyConnection, flt: Filter, bucket: str, tz: str) -> 
     Hourly and daily buckets of a window of a day or more sum the hourly rollups (exact) when
     `tz` keeps whole-hour offsets over it."""
     seconds = BUCKETS[bucket]
-    sp = rollups.local_split(cur, flt, tz, seconds) if seconds >= 3600 else None
+    sp = rollups.local_split(cur, flt, tz, seconds)
     frame = rollups.sums_over_time(cur, flt, sp, seconds, tz) if sp else None
     if frame is None:
         where, params = flt.where()

@@ -52,8 +52,7 @@ def latency_trend(
         points=points,
         relative_error=frame.attrs["relative_error"],
         **sampled(cur, flt),
-        # Buckets under an hour are read raw whatever the window (latency.trend).
-        **source(cur, flt, seconds, settings.tz, rolled=not exact and seconds >= 3600),
+        **source(cur, flt, seconds, settings.tz, rolled=not exact),
     )
 
 
@@ -139,6 +138,5 @@ def traffic_view(db: DbDep, flt: FilterDep, settings: SettingsDep) -> TrafficOut
         points=points,
         weekday_hour=matrix.tolist(),
         **sampled(cur, flt),
-        # Buckets under an hour are read raw whatever the window (traffic.rates).
-        **source(cur, flt, seconds, settings.tz, rolled=seconds >= 3600),
+        **source(cur, flt, seconds, settings.tz),
     )

@@ -35,6 +35,13 @@ TRAFFIC_EMPTY = "traffic-empty"
 # "Answered from daily rollups, …": which rollup tiers answered the window (and what not).
 TRAFFIC_SOURCE = "traffic-source"
 LATENCY_SOURCE = "latency-source"
+# Captions that say what raw rows no longer count (hours sealed by retention, imported).
+LATENCY_RAW_ONLY = "latency-raw-only"
+SEASONAL_RAW_ONLY = "seasonal-raw-only"
+OVERVIEW_GOODPUT_RAW_ONLY = "overview-goodput-raw-only"
+OVERVIEW_DRIFT_RAW_ONLY = "overview-drift-raw-only"
+RIGHTSIZING_RAW_ONLY = "rightsizing-raw-only"
+RIGHTSIZING_DRIFT_RAW_ONLY = "rightsizing-drift-raw-only"
 SHAPES_SOURCE = "shapes-source"
 OVERVIEW_WINDOW_EMPTY = "overview-window-empty"
 RIGHTSIZING_FORM = "rightsizing-form"

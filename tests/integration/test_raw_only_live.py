@@ -11,7 +11,6 @@ import pytest
 
 from app.analytics.sampling import compact
 from app.dashboard import ids
-from app.dashboard.pages import latency, overview, rightsizing, seasonal
 from app.services.demo import DEMO_PROFILES
 from app.storage import retention
 from tests.support.dash import page_layout, store_callback
@@ -85,12 +84,12 @@ def test_rightsizing_and_seasonal_pages_show_it(live):
         page = page_layout(c, "/rightsizing", "?engine=llm-70b&window=7d")
         plans = page_layout(c, "/seasonal", "?engine=llm-70b&weeks=1")
         fresh = page_layout(c, "/rightsizing", "?engine=llm-70b&window=24h")
-    assert f'"{rightsizing.RAW_ONLY}"' in page and f'"{rightsizing.DRIFT_RAW_ONLY}"' in page
+    assert f'"{ids.RIGHTSIZING_RAW_ONLY}"' in page and f'"{ids.RIGHTSIZING_DRIFT_RAW_ONLY}"' in page
     assert "48 of the window's 168 hours have no raw rows" in page
     assert "Narrow the window to the last 5 days for the full picture." in page
-    assert seasonal.RAW_ONLY in plans and "48 of the window's 168 hours" in plans
+    assert ids.SEASONAL_RAW_ONLY in plans and "48 of the window's 168 hours" in plans
     # The last 24 hours kept every raw row: no caption (drift's two weeks still lost some).
-    assert f'"{rightsizing.RAW_ONLY}"' not in fresh and rightsizing.DRIFT_RAW_ONLY in fresh
+    assert f'"{ids.RIGHTSIZING_RAW_ONLY}"' not in fresh and ids.RIGHTSIZING_DRIFT_RAW_ONLY in fresh
 
 
 def test_other_pages_say_it_where_they_read_raw_rows(live):
@@ -108,11 +107,11 @@ def test_other_pages_say_it_where_they_read_raw_rows(live):
         home = page_layout(c, "/", "?window=7d")
     assert "3 of the window's 3 hours have no raw rows" in traffic
     assert "counting 0 of the window's" in traffic and "Answered from" not in traffic
-    assert f'"{latency.RAW_ONLY}"' in lat
+    assert f'"{ids.LATENCY_RAW_ONLY}"' in lat
     views = "the trends, goodput, requests in flight and time to completion read"
     assert f"{views} raw rows only, counting 0 of the window's" in lat
     # The heat map reads the rollups; its goodput layer reads raw rows.
     assert "Answered from" in shapes and "have no raw rows" not in shapes
     assert ids.SHAPES_SLO_SUMMARY in ledger and "goodput reads raw rows only" in ledger
-    assert f'"{overview.GOODPUT_RAW_ONLY}"' in home and "goodput reads raw rows only" in home
-    assert f'"{overview.DRIFT_RAW_ONLY}"' in home
+    assert f'"{ids.OVERVIEW_GOODPUT_RAW_ONLY}"' in home and "goodput reads raw rows only" in home
+    assert f'"{ids.OVERVIEW_DRIFT_RAW_ONLY}"' in home

@@ -293,7 +293,9 @@ def local_split(
     """`plan` for time buckets of `seconds` in `tz`, when every hour the hourly tiers answer
     lies inside one local hour of `tz` (its UTC offset is whole hours then), so hours can be
     summed into local hours and days; else None (read raw: at +05:30 a UTC hour straddles two
-    local hours)."""
+    local hours). Buckets under an hour are always read raw: the rollups hold whole hours."""
+    if seconds < 3600:
+        return None
     sp = plan(cur, flt, seconds, tz)
     if sp is None:
         return None

@@ -47,17 +47,7 @@ _MEASURE_ROWS = (
 def _derived_for(flt: Filter, needs: tuple[str, ...]) -> list[str]:
     """The derived daily tiers that can answer a query filtering `flt`'s dimensions and
     grouping by `needs`, smallest first."""
-    used = {
-        column
-        for column, values in (
-            ("model", flt.models),
-            ("engine", flt.engines),
-            ("gateway", flt.gateways),
-            ("tenant", flt.tenants),
-            ("status", flt.statuses),
-        )
-        if values
-    } | set(needs)
+    used = set(flt.dimensions()) | set(needs)
     return [tier for tier, (_, dims) in DERIVED.items() if used <= set(dims)]
 
 

@@ -23,8 +23,6 @@ from app.sizing.slo import Fleet
 from app.storage.database import Database
 
 GRAPH_CONFIG: dcc.Graph.Config = {"displaylogo": False}
-# The caption that says what raw rows no longer count (hours sealed by retention, imported).
-RAW_ONLY = "latency-raw-only"
 
 
 def _card(title: str, graph_id: str, figure, note: str = "", note_id: str = "") -> html.Div:
@@ -159,7 +157,7 @@ def layout_for(
     slope_note = _slope_note(ttft, slope)
     # Buckets under an hour, and zones with half-hour offsets, read the trends raw.
     seconds = windows.BUCKETS[bucket]
-    source = rollups.coverage(cur, flt, seconds, tz) if seconds >= 3600 else None
+    source = rollups.coverage(cur, flt, seconds, tz)
     raw_views = "goodput, requests in flight and time to completion read"
     gone = raw_only_note(cur, flt, now, reader=raw_views if source else f"the trends, {raw_views}")
     return html.Div(
@@ -179,7 +177,7 @@ def layout_for(
                 className="muted",
             ),
             html.P(source or "", id=ids.LATENCY_SOURCE, className="muted"),
-            *([html.P(gone, className="muted", id=RAW_ONLY)] if gone else []),
+            *([html.P(gone, className="muted", id=ids.LATENCY_RAW_ONLY)] if gone else []),
             html.Div(goodput_cards(db, flt, tz, bucket, fleet), className="two-col"),
             html.Div(
                 [

@@ -30,9 +30,6 @@ from app.storage.database import Database
 log = logging.getLogger("tokenshape.dashboard")
 GRAPH_CONFIG: dcc.Graph.Config = {"displaylogo": False}
 SPARK_CONFIG: dcc.Graph.Config = {"displayModeBar": False}
-# The captions that say what raw rows no longer count (hours sealed by retention, imported).
-GOODPUT_RAW_ONLY = "overview-goodput-raw-only"
-DRIFT_RAW_ONLY = "overview-drift-raw-only"
 
 
 def _fmt(value: float | int | None, digits: int = 0) -> str:
@@ -316,7 +313,11 @@ def _charts(g: glance_service.Glance, query: dict, raw_note: str | None = None) 
                 "not measured (a targeted value missing) are left out. Exact, from raw rows.",
                 className="muted",
             ),
-            *([html.P(raw_note, className="muted", id=GOODPUT_RAW_ONLY)] if raw_note else []),
+            *(
+                [html.P(raw_note, className="muted", id=ids.OVERVIEW_GOODPUT_RAW_ONLY)]
+                if raw_note
+                else []
+            ),
         ]
     else:
         goodput = [html.P(HOW_TO_SET, className="muted", id=ids.OVERVIEW_GOODPUT_NONE)]
@@ -455,7 +456,9 @@ def layout_for(
     if found:
         parts.append(drift_panel(found, title="Drift of the last 7 days"))
         if drift := drift_note(db, None, now, now):
-            parts.append(html.P(f"Drift: {drift}", className="muted", id=DRIFT_RAW_ONLY))
+            parts.append(
+                html.P(f"Drift: {drift}", className="muted", id=ids.OVERVIEW_DRIFT_RAW_ONLY)
+            )
     parts.append(
         html.P(
             f"Stored: {info['requests']:,} requests from {info['first']:%Y-%m-%d %H:%M} to "

@@ -74,9 +74,6 @@ PLAN_FIELDS = {
     "api_price_input_per_mtok": "api_price_input_per_mtok",
     "api_price_output_per_mtok": "api_price_output_per_mtok",
 }
-# The captions that say what raw rows no longer count (hours sealed by retention, imported).
-RAW_ONLY = "rightsizing-raw-only"
-DRIFT_RAW_ONLY = "rightsizing-drift-raw-only"
 # Money is planned over the Seasonal page's window: the last whole weeks.
 MONEY_WEEKS = 4
 SLO_HOW = (
@@ -731,13 +728,17 @@ def _engine_parts(
         drift_panel(engine_drift(db, engine, stored, now), title="Drift of the last 7 days")
     )
     if drift := drift_note(db, engine, now, now):
-        parts.append(html.P(f"Drift: {drift}", className="muted", id=DRIFT_RAW_ONLY))
+        parts.append(
+            html.P(f"Drift: {drift}", className="muted", id=ids.RIGHTSIZING_DRIFT_RAW_ONLY)
+        )
     return parts
 
 
 def _raw_only(note: str | None) -> list[html.Div]:
     """The window's raw-only caption (bounds, replicas and drift read raw rows only), if any."""
-    return [html.Div(note, className="verdict no-data", id=RAW_ONLY)] if note else []
+    return (
+        [html.Div(note, className="verdict no-data", id=ids.RIGHTSIZING_RAW_ONLY)] if note else []
+    )
 
 
 def save_profile(db: Database, engine: str, values: dict, now: datetime) -> str | None:

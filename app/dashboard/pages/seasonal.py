@@ -33,8 +33,6 @@ from app.storage.database import Database
 
 WEEKS = {"1": "last week", "2": "last 2 weeks", "4": "last 4 weeks", "8": "last 8 weeks"}
 DAYS = {"together": "every day alike", "split": "weekdays and weekends apart"}
-# The caption that says what raw rows no longer count (hours sealed by retention, imported).
-RAW_ONLY = "seasonal-raw-only"
 
 
 def _form(engines: list[str], engine: str | None, weeks: str, days: str) -> html.Form:
@@ -267,7 +265,9 @@ def layout_for(
     status = "ok" if r.result and r.result.split and "two engines" in r.verdict else "no-data"
     parts.append(html.Div(r.verdict, className=f"verdict {status}", id=ids.SEASONAL_VERDICT))
     if r.raw_only_note:  # the plans read raw rows only
-        parts.append(html.Div(r.raw_only_note, className="verdict no-data", id=RAW_ONLY))
+        parts.append(
+            html.Div(r.raw_only_note, className="verdict no-data", id=ids.SEASONAL_RAW_ONLY)
+        )
     if r.result is not None and r.verdict.startswith("Run one engine"):
         # Say what holds the count: one engine is advised, but on what grounds.
         what = binding_words(r.result.hourly).removeprefix("replicas set by ")

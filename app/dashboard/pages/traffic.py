@@ -28,7 +28,7 @@ def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
     # Buckets under an hour, and zones with half-hour offsets, read the rates raw: then say
     # what the raw rows no longer count.
     seconds = windows.BUCKETS[bucket]
-    source = rollups.coverage(cur, flt, seconds, tz) if seconds >= 3600 else None
+    source = rollups.coverage(cur, flt, seconds, tz)
     return html.Div(
         [
             html.H2("Traffic"),
