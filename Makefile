@@ -21,7 +21,7 @@ PY_DIRS := app ingest tests bench
 # Without the end-of-life banner Material for MkDocs prints on every build.
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
 
-.PHONY: install lock demo run test lint docs bench chromium java clean
+.PHONY: install lock demo run test lint docs bench chromium java aiperf clean
 
 $(UV_STAMP):
 	rm -rf $(TOOLS)
@@ -80,6 +80,17 @@ java:
 	  echo "installing Debian's Java 17 runtime for the Spark tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null; }
 
+# NVIDIA AIPerf for tests/integration/test_aiperf_replay.py, in a venv of its own: its pins
+# conflict with the project's, so it has its own lock (tests/aiperf/uv.lock) and is only ever run
+# as a command. Under $(TOOLS), so a new uv (which clears $(TOOLS)) reinstalls it too.
+AIPERF_VENV := $(TOOLS)/aiperf
+$(AIPERF_VENV)/bin/aiperf: tests/aiperf/pyproject.toml tests/aiperf/uv.lock $(UV_STAMP)
+	UV_PYTHON_DOWNLOADS=never UV_PROJECT_ENVIRONMENT=$(abspath $(AIPERF_VENV)) \
+	  $(TOOLS)/bin/uv sync --locked --compile-bytecode --project tests/aiperf --python $(PYTHON)
+	touch $@
+
+aiperf: $(AIPERF_VENV)/bin/aiperf
+
 # The static checks: lint, formatting, the import contracts ([tool.importlinter]), types.
 lint: install
 	$(BIN)/ruff check $(PY_DIRS)
@@ -88,7 +99,7 @@ lint: install
 	$(BIN)/mypy app ingest
 
 # The static checks, the docs built strictly (into a folder thrown away), then the suite.
-test: lint chromium java
+test: lint chromium java aiperf
 	d=$$(mktemp -d) && $(MKDOCS) build --strict --quiet -d "$$d"; rc=$$?; rm -rf "$$d"; exit $$rc
 	$(BIN)/pytest -q
 

@@ -7,8 +7,10 @@ from fastapi import APIRouter, FastAPI
 from app.api import (
     admin,
     backup,
+    compare,
     drift,
     engines,
+    export,
     goodput,
     health,
     latency,
@@ -38,6 +40,8 @@ def include(app: FastAPI, ingest: APIRouter) -> None:
     app.include_router(engines.router)
     app.include_router(performance.router)
     app.include_router(drift.router)
+    app.include_router(export.router)
+    app.include_router(compare.router)  # /api/compare: a benchmark beside production
     app.include_router(metrics.router)
     app.include_router(openapi.unknown)  # after every /api router, before Dash's pages
     openapi.install(app)  # the document as the app answers: plain 422s, the gate's 401/403

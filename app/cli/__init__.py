@@ -16,6 +16,7 @@ from app.cli import (
     backup,
     demo,
     engines,
+    export,
     goodput,
     imports,
     lake,
@@ -53,6 +54,7 @@ REGISTER = (
     engines.add_parser,
     sizing.add_money,
     lake.add_parser,
+    export.add_parser,
 )
 
 

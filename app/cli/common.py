@@ -6,6 +6,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,17 @@ def add_db(parser: argparse.ArgumentParser) -> None:
 # The parent of every command that opens the database (--db first in its help).
 DB = argparse.ArgumentParser(add_help=False)
 add_db(DB)
+
+
+def iso_time(text: str) -> datetime:
+    """An option's ISO 8601 time, aware (UTC when it names no zone)."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: use an ISO 8601 time, e.g. 2026-11-20T08:00 (UTC if no zone)"
+        ) from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def command(

@@ -7,21 +7,11 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from app.cli.common import command, settings_for
+from app.cli.common import command, iso_time, settings_for
 from app.storage.database import Database
 
 if TYPE_CHECKING:
     from app.cli.common import Subparsers
-
-
-def _time(text: str) -> datetime:
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: use an ISO 8601 time, e.g. 2026-11-20T08:00 (UTC if no zone)"
-        ) from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -33,8 +23,8 @@ def add_parser(subparsers: Subparsers) -> None:
         "Goodput against the latency SLOs, per engine, and why requests missed.",
     )
     p.add_argument("--engine", action="append", help="only this engine (repeat for several)")
-    p.add_argument("--start", type=_time, help="window start, ISO 8601 (default: 7 days ago)")
-    p.add_argument("--end", type=_time, help="window end, exclusive (default: now)")
+    p.add_argument("--start", type=iso_time, help="window start, ISO 8601 (default: 7 days ago)")
+    p.add_argument("--end", type=iso_time, help="window end, exclusive (default: now)")
     p.add_argument("--json", action="store_true", help="print the whole ledger as JSON")
 
 

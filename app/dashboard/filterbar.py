@@ -50,8 +50,9 @@ class View:
         )
 
 
-def _time(text: str | None) -> datetime | None:
-    if not text:
+def parse_time(text: object) -> datetime | None:
+    """An ISO 8601 time from a URL query (UTC when it names no zone); None if absent or broken."""
+    if not text or not isinstance(text, str):
         return None
     try:
         value = datetime.fromisoformat(text)
@@ -66,7 +67,7 @@ def parse_query(query: dict, now: datetime) -> View:
     start = end = None
     problems: list[str] = []
     if window == "custom":
-        start, end = _time(query.get("start")), _time(query.get("end"))
+        start, end = parse_time(query.get("start")), parse_time(query.get("end"))
         for label, text, value in (
             ("from", query.get("start"), start),
             ("to", query.get("end"), end),

@@ -13,6 +13,7 @@ from app.auth.principal import Principal
 from app.dashboard import ids
 from app.dashboard.pages import (
     admin,
+    compare,
     latency,
     overview,
     ready_page,
@@ -96,6 +97,7 @@ def mount(server: FastAPI, runtime: Runtime) -> Dash:
     rightsizing.register(app, db, clock, tz, Fleet.of(settings))
     seasonal.register(db, clock, tz, settings.seasonal_threshold, Fleet.of(settings))
     reports.register(db, clock, settings)
+    compare.register(db, clock, Fleet.of(settings))
     admin.register(app, Credentials(db, runtime.auth))
     logo = app.get_asset_url("logo.svg")
     # A function: Dash calls it for every page load, so the bar shows who is looking.

@@ -202,7 +202,11 @@ def batches(
     elif fmt == "aiperf":
         chunks = benchmarks.aiperf_rows(path, model)
     elif fmt == "csv":
-        opts = pacsv.ConvertOptions(column_types={c: pa.string() for c in _TEXT_COLUMNS})
+        # An empty cell is a missing value (a spreadsheet's blank engine, tenant or error type),
+        # not an empty name that the record rules would refuse.
+        opts = pacsv.ConvertOptions(
+            column_types={c: pa.string() for c in _TEXT_COLUMNS}, strings_can_be_null=True
+        )
         chunks = _table_chunks(pacsv.read_csv(path, convert_options=opts))
     else:
         chunks = _table_chunks(pq.read_table(path))

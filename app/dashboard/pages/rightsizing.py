@@ -676,6 +676,7 @@ def _engine_parts(
         fleet=fleet,
     )
     parts.append(html.Div(r.verdict, className=f"verdict {r.status}", id=ids.RIGHTSIZING_VERDICT))
+    parts.append(_replay_links(engine, start, end))
     parts += _raw_only(window_note(db, engine, start, end, now))
     if r.status == "ok":
         parts.append(_replicas_block(r, engine))
@@ -732,6 +733,28 @@ def _engine_parts(
             html.P(f"Drift: {drift}", className="muted", id=ids.RIGHTSIZING_DRIFT_RAW_ONLY)
         )
     return parts
+
+
+def _replay_links(engine: str, start: datetime, end: datetime) -> html.P:
+    """Links to replay the engine's peak hour of the window as a benchmark, and to compare one."""
+    export = {"format": "mooncake", "engine": engine, "peak": "1"}
+    export |= {"start": start.isoformat(), "end": end.isoformat()}
+    return html.P(
+        [
+            html.A(
+                "Export this engine's peak hour for a replay",
+                href="/api/export?" + urlencode(export),
+                id=ids.RIGHTSIZING_EXPORT,
+            ),
+            " · ",
+            dcc.Link(
+                "Compare a benchmark with production",
+                href="/compare?" + urlencode({"engine": engine}),
+                id=ids.RIGHTSIZING_COMPARE,
+            ),
+        ],
+        className="muted",
+    )
 
 
 def _raw_only(note: str | None) -> list[html.Div]:
