@@ -117,6 +117,7 @@ bench: install chromium
 	$(BIN)/python bench/bodies.py
 	$(BIN)/python bench/perf.py
 	$(BIN)/python bench/plan.py
+	$(BIN)/python bench/export.py
 
 clean:
 	rm -rf $(VENV) $(TOOLS) .pytest_cache .ruff_cache .mypy_cache .import_linter_cache site

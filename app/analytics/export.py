@@ -4,7 +4,7 @@ write (copies for a scaled rate, stratified thinning for a cap, time compression
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
 
@@ -24,6 +24,7 @@ Cursor = duckdb.DuckDBPyConnection
 CELL_BASE = 64
 CELL = f"({half_octave_sql('isl')} * {CELL_BASE} + {half_octave_sql('osl')})"
 BATCH_ROWS = 20_000
+SLICE_ROWS = 250_000  # rows a full-window export sorts at a time (bench/export.py: memory)
 # The canonical record's columns as `tokenshape import` reads them back from Parquet or CSV:
 # the stored row's, but for the gateway (the importer names its own) and the time of receipt.
 RECORD_COLUMNS = tuple(c for c in REQUEST_COLUMNS if c not in ("gateway", "received_at"))
@@ -173,6 +174,35 @@ def trace_rows(
     """The trace's rows in arrival order, in batches: `mooncake` gives timestamp_ms (an integer
     offset, compressed by speedup), isl and osl; `records` the canonical record's columns, with
     started_at moved by the same transform and copies' request ids suffixed `~i`."""
+    if pick.copies is None and pick.quotas is None:
+        # Every row once: the window is read a time slice at a time, so the sort behind ORDER BY
+        # holds one slice (about SLICE_ROWS rows), not the window, whatever its size.
+        for part in _slices(cur, window):
+            yield from _ordered(cur, part, pick, speedup, columns)
+    else:
+        # Copies and samples are bounded by the hour (peak) or by max_requests.
+        yield from _ordered(cur, window, pick, speedup, columns)
+
+
+def _slices(cur: duckdb.DuckDBPyConnection, window: Window) -> Iterator[Window]:
+    """The window cut into equal spans of time holding about SLICE_ROWS rows each on average."""
+    flt = window.flt
+    where, params = flt.where()
+    row = first_row(cur, f"SELECT count(*) FROM requests WHERE {where}", params)
+    n = int(row[0]) if row else 0
+    if n <= SLICE_ROWS or flt.start is None or flt.end is None:
+        yield window
+        return
+    k = -(-n // SLICE_ROWS)
+    step = (flt.end - flt.start) / k
+    bounds = [flt.start + step * i for i in range(k)] + [flt.end]
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        yield replace(window, flt=replace(flt, start=lo, end=hi))
+
+
+def _ordered(
+    cur: duckdb.DuckDBPyConnection, window: Window, pick: Selection, speedup: float, columns: str
+) -> Iterator[pa.RecordBatch]:
     rel, params = _rows(window, pick)
     if columns == "mooncake":
         select = (

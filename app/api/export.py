@@ -34,7 +34,8 @@ MaxRequests = Annotated[
     ),
 ]
 Speedup = Annotated[
-    float, Query(gt=0, le=1_000_000, description="compress time by F (24: a day in an hour)")
+    float,
+    Query(ge=0.001, le=1_000_000, description="compress time by F (24: a day in an hour)"),
 ]
 Peak = Annotated[
     float | None,

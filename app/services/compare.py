@@ -481,9 +481,14 @@ def compare(
     except OverflowError:  # an end in the first week of year 1
         raise CompareError("end", "too early: give a time after 2000-01-01") from None
     if start is not None and start >= end:
-        raise CompareError("start", "must be before end")
+        raise CompareError(
+            "start", f"must be before end (got {start.isoformat()} and {end.isoformat()})"
+        )
     if bench_start is not None and bench_end is not None and bench_start >= bench_end:
-        raise CompareError("bench_start", "must be before bench_end")
+        raise CompareError(
+            "bench_start",
+            f"must be before bench_end (got {bench_start.isoformat()} and {bench_end.isoformat()})",
+        )
     cur = db.cursor()
     bench_rows = _benchmark_rows(db, benchmark, bench_start, bench_end)
     gateways = tuple(

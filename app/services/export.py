@@ -22,6 +22,7 @@ from app.analytics.rollups.missing import raw_only_note
 from app.sizing import prompts, replay
 
 FORMATS = ("mooncake", "vllm", "aiperf", "parquet", "csv")
+TRACE_FORMATS = ("mooncake", "vllm", "aiperf")  # lengths clamped to 1 (records keep them)
 MEDIA_TYPES = {
     "mooncake": "application/x-ndjson",
     "vllm": "application/x-ndjson",
@@ -40,6 +41,7 @@ DEFAULT_SPAN = timedelta(days=1)
 DEFAULT_PEAK_SPAN = timedelta(days=7)  # the busiest hour of the last week
 HOUR = timedelta(hours=1)
 MAX_PROMPT_TOKENS = 1_000_000  # a synthetic prompt is at most this long (~6 MB of text)
+PROMPT_CHUNK_BYTES = 8_000_000  # the aiperf export yields at least every this many bytes
 # vllm: one hash id per this many prompt tokens, vLLM's --timed-trace-chunk-hash-size and
 # AIPerf's Mooncake block size; SGLang's mooncake loader makes ~128 tokens of each id.
 DEFAULT_HASH_BLOCK = 512
@@ -70,9 +72,12 @@ class ExportAsk:
         if not 1 <= self.hash_block <= 1_000_000:
             raise ExportError("hash_block: must be at least 1 and at most 1,000,000 (e.g. 512)")
         if self.max_requests is not None and self.max_requests < 1:
-            raise ExportError("max_requests: must be at least 1")
-        if not (math.isfinite(self.speedup) and 0 < self.speedup <= 1_000_000):
-            raise ExportError("speedup: must be above 0 and at most 1,000,000 (e.g. 24)")
+            raise ExportError(f"max_requests: must be at least 1 (got {self.max_requests})")
+        if not (math.isfinite(self.speedup) and 0.001 <= self.speedup <= 1_000_000):
+            raise ExportError(
+                f"speedup: must be at least 0.001 and at most 1,000,000 (e.g. 24), got "
+                f"{self.speedup:g}"
+            )
         for name, value in (("peak", self.peak), ("scale", self.scale)):
             if value is not None and not (math.isfinite(value) and 0 < value <= replay.MAX_SCALE):
                 raise ExportError(f"{name}: must be above 0 and at most {replay.MAX_SCALE:g}")
@@ -214,7 +219,9 @@ def plan(
     end = flt.end or now
     start = flt.start or end - (DEFAULT_PEAK_SPAN if ask.peak else DEFAULT_SPAN)
     if start >= end:
-        raise ExportError("start: must be before end")
+        raise ExportError(
+            f"start: must be before end (got {start.isoformat()} and {end.isoformat()})"
+        )
     flt = replace(flt, start=start, end=end)
     peak_hour = None
     scale = ask.scale
@@ -223,10 +230,13 @@ def plan(
         if found is None:
             raise ExportError(_nothing(flt))
         peak_hour = found[0]
-        flt = replace(flt, start=peak_hour, end=peak_hour + HOUR)
+        # The clock hour, cut to the window: an export never holds a row outside --start/--end.
+        flt = replace(flt, start=max(peak_hour, start), end=min(peak_hour + HOUR, end))
         scale = ask.peak * ask.scale
     if not (0 < scale <= replay.MAX_SCALE):
-        raise ExportError(f"peak × scale: must be at most {replay.MAX_SCALE:g}")
+        raise ExportError(
+            f"peak × scale: must be at most {replay.MAX_SCALE:g} (got {ask.peak:g} × {ask.scale:g})"
+        )
     n_rows, weight = rows.requests_of(cur, flt)
     if n_rows == 0:
         raise ExportError(_nothing(flt))
@@ -244,6 +254,11 @@ def plan(
     cps = replay.copies(source, scale) if scale != 1 else None
     scaled = cps.counts(source) if cps else source
     total = sum(scaled.values())
+    if total == 0:
+        raise ExportError(
+            f"scale: {scale:g} leaves none of the window's {n_rows:,} rows; raise it to at "
+            f"least {1 / n_rows:.3g}"
+        )
     quotas = None
     if ask.max_requests is not None and ask.max_requests < total:
         quotas = replay.largest_remainder(scaled, ask.max_requests)
@@ -251,15 +266,7 @@ def plan(
     pick = rows.Selection(cps, quotas, ask.seed)
     notes = _notes(cur, ask, flt, n_rows, weight, now, tz)
     fid = _fidelity(cur, window, pick, source, total) if fidelity else None
-    if (
-        fid is not None
-        and (zero := _zero_lengths(cur, window, pick))
-        and ask.fmt
-        in (
-            "mooncake",
-            "aiperf",
-        )
-    ):
+    if ask.fmt in TRACE_FORMATS and (zero := _zero_lengths(cur, window, pick)):
         notes.append(
             f"{zero:,} requests with 0 input or output tokens (errors, cancellations) are "
             "written with 1: a benchmark cannot ask for 0 tokens"
@@ -287,7 +294,7 @@ def _nothing(flt: Filter) -> str:
     return (
         f"no stored requests from {flt.start.isoformat()} to {flt.end.isoformat()}"
         + (f" for {narrowed}" if narrowed else "")
-        + ": widen the window (--start/--end) or check the filters"
+        + ": widen the window (--start/--end, start/end) or check the filters"
     )
 
 
@@ -326,7 +333,8 @@ def _notes(
     if ask.fmt == "aiperf":
         notes.append(
             "prompts are common English words, one token each in GPT-2, cl100k, Llama and Qwen "
-            "vocabularies (the engine adds its chat template); pass --tokenizer tokenizer.json "
+            f"vocabularies, at most {MAX_PROMPT_TOKENS:,} tokens (the engine adds its chat "
+            "template); pass --tokenizer tokenizer.json "
             "to check and mend every prompt's length with the served model's tokenizer"
         )
     if note := raw_only_note(cur, flt, now, reader="the export reads"):
@@ -419,7 +427,7 @@ def chunks(
 ) -> Iterator[bytes]:
     """The export's bytes, a batch of rows at a time (memory bounded by the batch)."""
     ask = the_plan.ask
-    kind = "mooncake" if ask.fmt in ("mooncake", "vllm", "aiperf") else "records"
+    kind = "mooncake" if ask.fmt in TRACE_FORMATS else "records"
     batches = rows.trace_rows(
         cur, the_plan.window, the_plan.pick, speedup=ask.speedup, columns=kind
     )
@@ -479,7 +487,8 @@ def _aiperf(
     index = missed = 0
     for batch in batches:
         ts, isl, osl = _lengths(batch)
-        lines = []
+        lines: list[str] = []
+        size = 0
         for t, i, o in zip(ts, isl, osl, strict=True):
             n = min(i, MAX_PROMPT_TOKENS)
             if tokenizer is None:
@@ -488,8 +497,14 @@ def _aiperf(
                 text, ok = prompts.exact_prompt(index, n, tokenizer, words, seed)
                 missed += not ok
             lines.append(json.dumps({"timestamp": t, "text": text, "output_length": o}) + "\n")
+            size += len(text)
             index += 1
-        yield "".join(lines).encode()
+            # Prompts are large (~6 bytes a token): out every few MB, not once per batch.
+            if size >= PROMPT_CHUNK_BYTES:
+                yield "".join(lines).encode()
+                lines, size = [], 0
+        if lines:
+            yield "".join(lines).encode()
     if tokenizer is not None and report is not None:
         report(
             f"tokenizer: {index - missed:,} of {index:,} prompts encode to exactly their "
@@ -529,6 +544,7 @@ def filename(the_plan: Plan) -> str:
     """A file name naming the engine (or model) and the window's start."""
     flt = the_plan.ask.flt
     who = (flt.engines or flt.models or ("traffic",))[0]
-    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in who)[:64]
+    # ASCII only: the header is latin-1, and a name from the data may hold anything.
+    safe = "".join(c if (c.isascii() and c.isalnum()) or c in "-_." else "-" for c in who)[:64]
     when = the_plan.summary.start.strftime("%Y%m%dT%H%M")
     return f"tokenshape-{safe}-{when}{SUFFIXES[the_plan.ask.fmt]}"

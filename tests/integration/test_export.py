@@ -4,17 +4,21 @@ AIPerf prompts of the asked length, and clear refusals."""
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
+from app.analytics import export as rows
 from app.analytics import shapes
 from app.analytics.bins import LOG2_EDGES
 from app.analytics.filters import Filter
+from app.services import export
 from app.storage.database import Database
 from tests.support.cli import cli
 from tests.support.database import copy_database
@@ -186,6 +190,50 @@ def test_peak_is_the_busiest_hour_scaled(server):
     assert got == sorted(hour_rows * 2)
 
 
+def test_peak_never_leaves_the_asked_window(server):
+    """The busiest clock hour is cut to --start/--end: a window starting mid-hour."""
+    with server.client() as c:
+        whole = c.get("/api/export/summary", params={**WINDOW, "peak": 1}).json()
+    hour = whole["peak_hour"]
+    start = datetime.fromisoformat(hour) + timedelta(minutes=20)
+    end = start + timedelta(minutes=30)
+    params = {"start": start.isoformat(), "end": end.isoformat(), "peak": 1}
+    with server.client() as c:
+        r = c.get("/api/export", params=params)
+    assert r.status_code == 200, r.text
+    s = _summary(r)
+    assert s["start"] == start.isoformat() and s["end"] == end.isoformat()
+    n = (
+        server.db.cursor()
+        .execute(
+            "SELECT count(*) FROM requests WHERE started_at >= ? AND started_at < ?", [start, end]
+        )
+        .fetchone()[0]
+    )
+    ts = [t["timestamp"] for t in _lines(r.content)]
+    assert len(ts) == s["rows"] == n and 0 <= min(ts) and max(ts) < 30 * 60_000
+
+
+def test_the_file_name_is_plain_ascii_whatever_the_engine_is_called(server):
+    record = {
+        "request_id": "unicode-1",
+        "started_at": (END - timedelta(hours=1)).isoformat(),
+        "model": "m",
+        "engine": 'llama-中文"x',
+        "isl": 10,
+        "osl": 5,
+    }
+    with server.client(server.token("ingest", gateway="odd")) as c:
+        assert c.post("/v1/requests", json=[record]).json()["accepted"] == 1
+    server.settle()
+    with server.client() as c:
+        r = c.get("/api/export", params={**WINDOW, "engine": record["engine"]})
+    assert r.status_code == 200, r.text
+    disposition = r.headers["Content-Disposition"]
+    assert disposition.startswith('attachment; filename="tokenshape-llama----x-')
+    assert len(_lines(r.content)) == 1
+
+
 def test_speedup_compresses_time_and_keeps_the_order(server):
     with server.client() as c:
         one = _lines(c.get("/api/export", params={**WINDOW, "max_requests": 300}).content)
@@ -214,6 +262,26 @@ def test_aiperf_prompts_have_the_asked_length(server):
     )
     assert [len(x["text"].split(" ")) for x in lines] == [m["input_length"] for m in mooncake]
     assert len(heads) == 40  # no two prompts share a prefix
+
+
+@pytest.mark.parametrize("fmt", ["mooncake", "parquet"])
+def test_a_window_read_in_time_slices_is_the_same_file(demo_db, monkeypatch, fmt):
+    """Full-window exports sort one time slice at a time (bounded memory): the same bytes."""
+    ask = export.ExportAsk(Filter(start=START, end=END), fmt)
+
+    def written() -> bytes:
+        with Database(demo_db, read_only=True).open() as db:
+            cur = db.cursor()
+            return b"".join(export.chunks(cur, export.plan(cur, ask, END)))
+
+    whole = written()
+    monkeypatch.setattr(rows, "SLICE_ROWS", 97)  # ~20 slices of the window's ~1,900 rows
+    sliced = written()
+    if fmt == "parquet":
+        whole_t, sliced_t = pq.read_table(io.BytesIO(whole)), pq.read_table(io.BytesIO(sliced))
+        assert whole_t.num_rows > 1000 and whole_t.equals(sliced_t)
+    else:
+        assert len(whole.splitlines()) > 1000 and sliced == whole
 
 
 @pytest.mark.parametrize("block", [512, 128])
@@ -265,6 +333,8 @@ def test_cli_through_the_server_writes_what_the_api_streams(server, tmp_path):
         ({**WINDOW, "max_requests": 0}, "max_requests"),
         ({**WINDOW, "speedup": -2}, "speedup"),
         ({**WINDOW, "format": "vllm", "hash_block": 0}, "hash_block"),
+        ({**WINDOW, "speedup": 1e-300}, "speedup"),
+        ({**WINDOW, "engine": "chat-8b", "scale": 1e-5}, "scale: 1e-05 leaves none"),
     ],
 )
 def test_bad_asks_get_a_clear_422(server, params, expected):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -332,13 +333,21 @@ def ratios_card(c: service.Comparison) -> html.Div:
     )
 
 
-def export_href(engine: str, start: datetime | None, end: datetime | None) -> str:
-    """The export API's Mooncake trace of the engine's peak hour in a window, for a replay."""
-    params: dict[str, str] = {"format": "mooncake", "engine": engine, "peak": "1"}
+def export_href(
+    engine: str,
+    start: datetime | None,
+    end: datetime | None,
+    gateways: tuple[str, ...] = (),
+) -> str:
+    """The export API's Mooncake trace of the engine's peak hour in a window, for a replay: its
+    ok requests (a failed one carries no token counts to replay) through production's
+    gateways (never a benchmark's rows that name the engine)."""
+    params: list[tuple[str, str]] = [("format", "mooncake"), ("engine", engine), ("peak", "1")]
+    params += [("status", "ok"), *(("gateway", g) for g in gateways)]
     if start is not None:
-        params["start"] = start.isoformat()
+        params.append(("start", start.isoformat()))
     if end is not None:
-        params["end"] = end.isoformat()
+        params.append(("end", end.isoformat()))
     return "/api/export?" + urlencode(params)
 
 
@@ -381,7 +390,7 @@ def comparison_parts(c: service.Comparison, guessed: bool) -> list:
             [
                 html.A(
                     "Export production's peak hour of this window for a replay",
-                    href=export_href(c.engine, p.flt.start, p.flt.end),
+                    href=export_href(c.engine, p.start, p.end, p.gateways),
                     id=ids.COMPARE_EXPORT,
                 ),
                 " (a Mooncake trace AIPerf replays; import the run back under its own gateway).",
@@ -410,6 +419,17 @@ def layout_for(db: Database, query: dict, now: datetime, fleet: Fleet = Fleet())
         filterbar.parse_time(query.get("bench_start")),
         filterbar.parse_time(query.get("bench_end")),
     )
+    broken = [
+        f"“{label}”: {str(query.get(key))[:40]!r} is not a time; use e.g. 2026-11-24T06:00 "
+        "(UTC). All the benchmark's rows on that side are compared."
+        for key, label, value in (
+            ("bench_start", "benchmark from", bench[0]),
+            ("bench_end", "benchmark to", bench[1]),
+        )
+        if query.get(key) and value is None
+    ]
+    if broken:
+        view = replace(view, problems=(*view.problems, *broken))
     bins = str(query.get("bins")) if query.get("bins") in BINS else "log2"
     parts: list = [
         html.H2("Benchmark vs production"),

@@ -19,13 +19,15 @@ def test_a_gateway_named_for_a_benchmark_is_offered_first():
 
 def test_the_export_link_names_the_engine_and_window_url_encoded():
     start = datetime(2026, 11, 16, tzinfo=UTC)
-    href = export_href("chat 8b/&x", start, datetime(2026, 11, 23, tzinfo=UTC))
+    href = export_href("chat 8b/&x", start, datetime(2026, 11, 23, tzinfo=UTC), ("gw-a", "gw-b"))
     parts = urlsplit(href)
     assert parts.path == "/api/export"
     assert parse_qs(parts.query) == {
         "format": ["mooncake"],
         "engine": ["chat 8b/&x"],
         "peak": ["1"],
+        "status": ["ok"],
+        "gateway": ["gw-a", "gw-b"],
         "start": ["2026-11-16T00:00:00+00:00"],
         "end": ["2026-11-23T00:00:00+00:00"],
     }
