@@ -21,7 +21,7 @@ PY_DIRS := app ingest tests bench
 # Without the end-of-life banner Material for MkDocs prints on every build.
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
 
-.PHONY: install lock demo run test lint docs bench chromium java aiperf clean
+.PHONY: install lock demo run test lint docs bench chromium java aiperf axe clean
 
 $(UV_STAMP):
 	rm -rf $(TOOLS)
@@ -91,6 +91,20 @@ $(AIPERF_VENV)/bin/aiperf: tests/aiperf/pyproject.toml tests/aiperf/uv.lock $(UV
 
 aiperf: $(AIPERF_VENV)/bin/aiperf
 
+# axe-core, the accessibility rules tests/browser/test_accessibility.py runs in each page, from
+# the npm registry at a pinned version (a new pin reinstalls it); only its axe.min.js is used.
+# Under $(TOOLS) and after uv's stamp, as AIPerf is: a new uv clears $(TOOLS), then this reinstalls.
+AXE_VERSION := 4.14.1
+AXE_DIR := $(TOOLS)/axe
+AXE_STAMP := $(AXE_DIR)/axe-core-$(AXE_VERSION).stamp
+$(AXE_STAMP): $(UV_STAMP)
+	rm -rf $(AXE_DIR)
+	npm install --prefix $(AXE_DIR) --loglevel=error --no-audit --no-fund --no-save \
+	  axe-core@$(AXE_VERSION) >/dev/null
+	touch $@
+
+axe: $(AXE_STAMP)
+
 # The static checks: lint, formatting, the import contracts ([tool.importlinter]), types.
 lint: install
 	$(BIN)/ruff check $(PY_DIRS)
@@ -99,7 +113,7 @@ lint: install
 	$(BIN)/mypy app ingest
 
 # The static checks, the docs built strictly (into a folder thrown away), then the suite.
-test: lint chromium java aiperf
+test: lint chromium java aiperf axe
 	d=$$(mktemp -d) && $(MKDOCS) build --strict --quiet -d "$$d"; rc=$$?; rm -rf "$$d"; exit $$rc
 	$(BIN)/pytest -q
 

@@ -63,8 +63,8 @@ def install(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-# Registered after the API's routers and before Dash's catch-all page route: a mistyped /api
-# path is a JSON 404, not a dashboard page answered 200.
+# Registered after the API's routers and before the dashboard's catch-all page route: a
+# mistyped /api path is a JSON 404 naming it, not the dashboard's HTML not-found page.
 unknown = APIRouter(include_in_schema=False)
 
 

@@ -27,6 +27,15 @@ BINDING_STYLE = {
     "today": ("#6c7a96", "line-ew", "the replicas running today"),
 }
 HOURS = [f"{h:02d}:00" for h in range(24)]
+# Each plan's line: dash and width as well as hue, so that plans on the same steps stay apart
+# (colour-blind readers included). Drawn widest first: a narrower line runs inside a wider one.
+PLAN_LINES = {
+    "hourly": {"width": 9, "dash": "solid"},
+    "static": {"width": 5, "dash": "dash"},
+    "seasonal": {"width": 2.5, "dash": "solid"},
+    "now": {"width": 2.5, "dash": "dot"},
+}
+DRAW_ORDER = ("hourly", "static", "seasonal", "now")
 
 
 @dataclass(frozen=True)
@@ -43,8 +52,10 @@ def replicas_figure(plans: Sequence[PlanLine], marked: str | None = None) -> go.
     """Replicas per hour of each plan as steps; the `marked` plan's hours carry a marker for
     what set them (memory, latency, …), the same words in every hover."""
     fig = go.Figure()
-    for p in plans:
+    rank = {p.name: i for i, p in enumerate(plans)}  # the legend keeps the order given
+    for p in sorted(plans, key=_order):
         colour = PLAN_COLOURS.get(p.name, "#333333")
+        style = PLAN_LINES.get(p.name, {"width": 2, "dash": "solid"})
         why = [BINDING_STYLE.get(b, ("", "", b))[2] for b in p.binding] or [""] * 24
         fig.add_trace(
             go.Scatter(
@@ -52,13 +63,11 @@ def replicas_figure(plans: Sequence[PlanLine], marked: str | None = None) -> go.
                 y=[*p.replicas, p.replicas[-1]],
                 customdata=[*why, why[-1]],
                 mode="lines",
-                line={
-                    "shape": "hv",
-                    "color": colour,
-                    "width": 3 if p.name == marked else 2,
-                    "dash": "dot" if p.name == "now" else "solid",
-                },
+                line={"shape": "hv", "color": colour, **style},
+                # The wide band of (b) shows under the others without hiding them.
+                opacity=0.45 if p.name == "hourly" else 1.0,
                 name=p.label or p.name,
+                legendrank=100 + rank[p.name],
                 hovertemplate=f"{p.name}: %{{y}} replicas from %{{x}}:00, set by "
                 "%{customdata}<extra></extra>",
             )
@@ -91,6 +100,42 @@ def replicas_figure(plans: Sequence[PlanLine], marked: str | None = None) -> go.
     fig = layout(fig, "local hour of day", "replicas", height=380)
     fig.update_layout(legend={"orientation": "h", "y": -0.2, "font": {"size": 11}})
     return fig
+
+
+def _order(p: PlanLine) -> int:
+    return DRAW_ORDER.index(p.name) if p.name in DRAW_ORDER else len(DRAW_ORDER)
+
+
+def coinciding(plans: Sequence[PlanLine]) -> list[list[PlanLine]]:
+    """Groups of two or more plans with the same replicas at every hour (one line on another),
+    in the order given."""
+    groups: dict[tuple[int, ...], list[PlanLine]] = {}
+    for p in plans:
+        groups.setdefault(tuple(p.replicas), []).append(p)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def coinciding_words(plans: Sequence[PlanLine]) -> str:
+    """A note naming the plans drawn on the same steps and how each can still be told apart,
+    or '' when every line has steps of its own."""
+    style = {
+        "hourly": "the wide pale band",
+        "static": "dashed",
+        "seasonal": "the thin solid line",
+        "now": "dotted",
+    }
+    notes = []
+    for group in coinciding(plans):
+        names = [f"{p.label or p.name} ({style.get(p.name, 'solid')})" for p in group]
+        listed = ", ".join(names[:-1]) + " and " + names[-1]
+        steady = len(set(group[0].replicas)) == 1
+        at = (
+            f"{group[0].replicas[0]} replica{'s' if group[0].replicas[0] != 1 else ''} all day"
+            if steady
+            else "the same replicas every hour"
+        )
+        notes.append(f"{listed} coincide: {at}, one line drawn over the other")
+    return "; ".join(notes) + "." if notes else ""
 
 
 def _clean(values: Sequence[float | None]) -> list[float | None]:

@@ -118,11 +118,10 @@ def _engine_report(
 
 def cmd_recommend(args: argparse.Namespace) -> int:
     """Print an engine's rightsizing recommendation (text, or JSON with --json)."""
-    from app.services.rightsizing import recommend, recommendation_dict
+    from app.services.rightsizing import recommend, recommendation_dict, window_to
     from app.sizing.slo import Fleet
 
-    end = datetime.now(UTC)
-    start = end - _since(args.since)
+    start, end = window_to(datetime.now(UTC), _since(args.since))
     r, code = _engine_report(
         args,
         lambda db, settings: recommend(
@@ -139,12 +138,18 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     )
     if r is None:
         return code
-    _print_recommendation(r, args.since)
+    _print_recommendation(r, args.since, start, end)
     return 0
 
 
-def _print_recommendation(r: Recommendation, since: str) -> None:
-    """The bounds now and after, the refusals, the engine commands and the notes."""
+def _print_recommendation(r: Recommendation, since: str, start: datetime, end: datetime) -> None:
+    """The status, the bounds now and after, the refusals, the warnings, the whole-day
+    commands and the notes."""
+    from app.sizing.status import engine_status
+
+    state = engine_status(r)
+    print(f"  status: {state.label} ({state.reason})")
+    print(f"  window: {start.isoformat()} to {end.isoformat()}")
     if r.recommended:
         cur, rec = r.current, r.recommended
         print(f"  requests in the last {since}: {r.traffic.requests:,}")
@@ -155,6 +160,9 @@ def _print_recommendation(r: Recommendation, since: str) -> None:
             f"  refused by the bounds: now {_n(r.rejected_current)}, "
             f"after {_n(r.rejected_recommended)}"
         )
+        for warning in r.warnings:
+            print(f"  warning: {warning}")
+        print("  whole-day build:")
         for framework, script in r.commands.items():
             print(f"  {framework}:")
             for line in script.splitlines():
@@ -213,9 +221,17 @@ def _print_plans(r: SeasonalReport, result: Seasonal) -> None:
         )
     if r.day_types:
         print(f"  weekdays/weekends: {r.day_types.verdict}")
+    whole = r.whole_day
+    if whole is not None and whole.commands:
+        framework = next(iter(whole.commands))
+        print("  whole-day build (as `tokenshape recommend` over the same window):")
+        for line in whole.commands[framework].splitlines():
+            print(f"    {line}")
+    two = r.verdict.startswith("Run two engines")
     for block in r.commands:
-        print(f"  {block['window']}:")
-        print(f"    {block[next(k for k in block if k != 'window')]}")
+        # Per-window builds are a recommendation only when the verdict is two engines.
+        print(f"  {block['build']}{'' if two else ' (not recommended: see the verdict)'}:")
+        print(f"    {block[next(iter(block))]}")
 
 
 def _add_weeks(parser: argparse.ArgumentParser) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from urllib.parse import urlencode
 
 from dash import dcc, html
 
@@ -29,6 +30,9 @@ WINDOW_LABELS = {
     "custom": "custom",
 }
 DIMENSIONS = ("model", "engine", "gateway", "tenant")
+# Auto-refresh: seconds between reloads (static/filterbar.js reloads the page, paused while the
+# tab is hidden), kept in the URL like the rest.
+REFRESH = {"": "off", "30": "30 s", "60": "1 min", "300": "5 min"}
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,7 @@ class View:
     end: datetime | None
     choices: dict[str, str]
     problems: tuple[str, ...] = ()
+    refresh: str = ""  # a key of REFRESH
 
     def filter(self) -> Filter:
         """The analytics filter of this view."""
@@ -62,10 +67,22 @@ def parse_time(text: object) -> datetime | None:
 
 
 def parse_query(query: dict, now: datetime) -> View:
-    """The view a URL query describes; unknown or broken values fall back to defaults."""
-    window = query.get("window") or "7d"
+    """The view a URL query describes; a broken value falls back to a default and says so in
+    `problems` (shown under the bar), never silently."""
+    asked = str(query.get("window") or "")
+    window = asked or "7d"
     start = end = None
     problems: list[str] = []
+    if window not in (*WINDOWS, "custom"):
+        problems.append(
+            f"“window”: {asked[:40]!r} is not one of {', '.join(WINDOWS)} or custom; showing "
+            f"the {WINDOW_LABELS['7d']}."
+        )
+        window = "7d"
+    # A from or to typed while a preset is chosen means that range (the page's script also
+    # switches the select as one types): never silently ignored.
+    if window != "custom" and (query.get("start") or query.get("end")):
+        window = "custom"
     if window == "custom":
         start, end = parse_time(query.get("start")), parse_time(query.get("end"))
         for label, text, value in (
@@ -78,15 +95,68 @@ def parse_query(query: dict, now: datetime) -> View:
                     f"(UTC). The window is open-ended on that side."
                 )
         if start and end and start >= end:
+            problems.append(
+                f"“from” was after “to”: showing {_short(end)} to {_short(start)} instead."
+            )
             start, end = end, start
-    elif window in WINDOWS:
+    else:
         span = WINDOWS[window]
         start = now - span if span else None
-    else:
-        window = "7d"
-        start = now - WINDOWS["7d"]  # type: ignore[operator]
     choices = {d: str(query[d]) for d in DIMENSIONS if query.get(d)}
-    return View(window, start, end, choices, tuple(problems))
+    refresh = str(query.get("refresh") or "")
+    if refresh not in REFRESH:
+        problems.append(
+            f"“refresh”: {refresh[:20]!r} is not one of 30, 60 or 300 seconds; auto-refresh is off."
+        )
+        refresh = ""
+    return View(window, start, end, choices, tuple(problems), refresh)
+
+
+def zoom_out(view: View, query: dict, now: datetime) -> str | None:
+    """The page's URL with its window twice as long around the same middle (never past now),
+    or None for an open window (all time)."""
+    if view.start is None:
+        return None
+    end = view.end or now
+    span = end - view.start
+    new_end = min(end + span / 2, now)
+    new_start = new_end - 2 * span
+    keep = {k: str(v) for k, v in query.items() if v and k not in ("window", "start", "end")}
+    fmt = "%Y-%m-%dT%H:%M"
+    keep |= {"window": "custom", "start": new_start.astimezone(UTC).strftime(fmt)}
+    keep["end"] = new_end.astimezone(UTC).strftime(fmt)
+    return "?" + urlencode(keep)
+
+
+def _short(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _span(delta: timedelta) -> str:
+    """A duration in words: 7 days, 36 hours, 45 minutes."""
+    minutes = round(delta.total_seconds() / 60)
+    if minutes % (24 * 60) == 0 and minutes >= 48 * 60:
+        n, unit = minutes // (24 * 60), "day"
+    elif minutes % 60 == 0 and minutes >= 60:
+        n, unit = minutes // 60, "hour"
+    elif minutes >= 48 * 60:
+        return f"{delta.total_seconds() / 86400:.1f} days"
+    elif minutes >= 120:
+        return f"{delta.total_seconds() / 3600:.1f} hours"
+    else:
+        n, unit = minutes, "minute"
+    return f"{n:,} {unit}{'' if n == 1 else 's'}"
+
+
+def range_words(view: View, now: datetime) -> str:
+    """The window the page shows, in words: 'Showing 2026-11-22 12:00 to 2026-11-29 12:00 UTC
+    (7 days)'; open ends say where they stop."""
+    if view.start is None and view.end is None:
+        return "Showing all stored requests (all time)."
+    lo = f"{_short(view.start)}" if view.start else "the first request"
+    hi = _short(view.end) if view.end else f"now ({_short(now)})"
+    span = f" ({_span((view.end or now) - view.start)})" if view.start else ""
+    return f"Showing {lo} to {hi} UTC{span}."
 
 
 def _select(name: str, label: str, values: list[str], chosen: str | None, blank: str):
@@ -98,12 +168,23 @@ def _select(name: str, label: str, values: list[str], chosen: str | None, blank:
     return html.Label([html.Span(label), html.Select(options, name=name, id=f"filter-{name}")])
 
 
-def _time_input(name: str, label: str, value: datetime | None, example: str) -> html.Label:
-    text = value.strftime("%Y-%m-%dT%H:%M") if value else ""
+def _time_input(name: str, label: str, value: datetime | None) -> html.Label:
+    # Text that static/filterbar.js turns into a native date-time picker (dcc.Input knows no
+    # datetime-local); its value, zone-less, is read as UTC (the label says so). The
+    # placeholder names the format, so it never passes for a value.
+    text = value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M") if value else ""
     return html.Label(
         [
             html.Span(label),
-            dcc.Input(type="text", placeholder=example, name=name, id=f"filter-{name}", value=text),
+            dcc.Input(
+                type="text",
+                name=name,
+                id=f"filter-{name}",
+                value=text,
+                placeholder="YYYY-MM-DDTHH:MM",
+                className="time-input",
+                style={"width": "17em"},  # a whole date and time visible (12-hour clocks too)
+            ),
         ]
     )
 
@@ -127,9 +208,15 @@ def render(
     values: dict[str, list[str]],
     extra: list[html.Label] | None = None,
     note: str | None = None,
+    now: datetime | None = None,
+    query: dict | None = None,
+    tz: str = "UTC",
 ) -> html.Form:
     """The filter bar for a view, with the choices the database offers and a page's own, and
-    `note` (the window was sampled: "estimated from a 1% sample of …") after them."""
+    `note` (the window was sampled: "estimated from a 1% sample of …") after them; with `now`,
+    the window it resolves to, in words, and a zoom-out link (keeping the rest of `query`).
+    `tz` is the zone the page's time axes are drawn in: dragging across one sets the window
+    (static/filterbar.js reads it from the form's data-tz)."""
     windows = html.Label(
         [
             html.Span("window"),
@@ -144,15 +231,8 @@ def render(
         ]
     )
     custom = [
-        _time_input(
-            "start",
-            "from (UTC, ISO 8601)",
-            view.start if view.window == "custom" else None,
-            "2026-11-20T08:00",
-        ),
-        _time_input(
-            "end", "to (UTC)", view.end if view.window == "custom" else None, "2026-11-21T08:00"
-        ),
+        _time_input("start", "from (UTC)", view.start if view.window == "custom" else None),
+        _time_input("end", "to (UTC)", view.end if view.window == "custom" else None),
     ]
     selects = [
         _select(d, d, values.get(d, []), view.choices.get(d), f"all {d}s") for d in DIMENSIONS
@@ -164,13 +244,25 @@ def render(
             *selects,
             *(extra or []),
             html.Button("Apply", type="submit", id=ids.FILTER_APPLY),
+            choice("refresh", "auto-refresh", REFRESH, view.refresh),
+            *(_range(view, now, query or {}) if now is not None else []),
             *([html.P(note, className="sampling-note", id=ids.SAMPLING_NOTE)] if note else []),
             *[html.P(problem, className="field-error") for problem in view.problems],
         ],
         method="get",
         className="filterbar",
         id=ids.FILTER_BAR,
+        # data-* is a wildcard prop Dash's typed signature does not list.
+        **{"data-tz": tz},  # type: ignore[arg-type]
     )
+
+
+def _range(view: View, now: datetime, query: dict) -> list:
+    words: list = [range_words(view, now)]
+    if (href := zoom_out(view, query, now)) is not None:
+        words += [" ", html.A("Zoom out", href=href, id=ids.FILTER_ZOOM_OUT)]
+    hint = " Drag across a time chart to zoom in; Back returns." if view.start else ""
+    return [html.P([*words, hint], className="range-words", id=ids.FILTER_RANGE)]
 
 
 CURL = (
@@ -219,10 +311,12 @@ def prepare(
     query: dict,
     now: datetime,
     extra: list[html.Label] | None = None,
+    tz: str = "UTC",
 ) -> tuple[View, Filter, html.Form]:
     """What every filtered page starts with: the view, its filter, and the filter bar (which
-    says so when the window's counts are estimated from sampled rows)."""
+    says so when the window's counts are estimated from sampled rows); `tz`, the zone the
+    page's time axes are drawn in."""
     view = parse_query(query, now)
     flt = view.filter()
     note = sampling.sampling(db.cursor(), flt).note()
-    return view, flt, render(view, choices(db), extra, note)
+    return view, flt, render(view, choices(db), extra, note, now, query, tz)

@@ -6,6 +6,8 @@ OVERVIEW_EMPTY = "overview-empty"
 ATTRIBUTION = "data-attribution"
 FILTER_BAR = "filter-bar"
 FILTER_APPLY = "filter-apply"
+FILTER_RANGE = "filter-range"  # the window the page shows, in words
+FILTER_ZOOM_OUT = "filter-zoom-out"
 SAMPLING_NOTE = "sampling-note"
 SHAPES_HEATMAP = "shapes-heatmap"
 SHAPES_TOTAL = "shapes-total"
@@ -133,6 +135,11 @@ SEASONAL_DEPLOY_FORM = "seasonal-deploy-form"
 SEASONAL_NAMESPACE = "seasonal-namespace"
 SEASONAL_KEDA = "seasonal-keda"
 SEASONAL_KUBERNETES = "seasonal-kubernetes"
+SEASONAL_BANNER = "seasonal-banner"  # the one verdict: answer, why, money, day types
+SEASONAL_MONEY_VERDICT = "seasonal-money-verdict"
+SEASONAL_COINCIDE = "seasonal-coincide"  # plans drawn on the same steps
+SEASONAL_HEAT_NOTE = "seasonal-heat-note"  # the windows' heat maps share one colour scale
+SEASONAL_WHOLE_DAY = "seasonal-whole-day"  # the whole-day build, as on Rightsizing
 # Benchmark vs production (/compare): the form, the verdict on the shapes, the paired heat maps,
 # goodput and latency of both sides, the model's prediction and the per-cell tables.
 COMPARE_FORM = "compare-form"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import dash
 import httpx
 from dash import Dash, dcc, html
-from fastapi import FastAPI
+from dash.backends._fastapi import reset_current_request, set_current_request
+from fastapi import FastAPI, Request, Response
 
 from app.auth import principal
 from app.auth.gate import WARM_UP_HEADER
@@ -47,6 +50,12 @@ PAGE_WAIT_S = 0.3
 # The ids of Dash's page container (dash.page_container), which its routing callback uses.
 PAGES_LOCATION, PAGES_CONTENT = "_pages_location", "_pages_content"
 PAGES_STORE, PAGES_DUMMY = "_pages_store", "_pages_dummy"
+# Dash Pages shows the page registered under this module name for a path no page has.
+NOT_FOUND_MODULE = "not_found_404"
+# Its own path (Dash Pages needs one); answered 404 like every path without a page.
+NOT_FOUND_PATH = "/_not-found"
+# The skip link's target: the page's main region.
+MAIN_ID = "content"
 
 
 class _Dash(Dash):
@@ -56,6 +65,12 @@ class _Dash(Dash):
     # Set once at mount, next to Dash collecting its assets: the page must never drop the
     # polyfill for a runtime that is not served (say, one built while the server runs).
     runtime_served = False
+
+    def init_app(self, app: object = None, **kwargs: object) -> None:
+        """Dash's setup without its websocket transport: no callback here uses it, yet on
+        FastAPI the browser opens one on every page load (and the auth gate refuses it)."""
+        self.backend.websocket_capability = False
+        super().init_app(app, **kwargs)
 
     def _setup_plotlyjs(self) -> None:
         if not plotlyjs.partial_plotly_usable():
@@ -68,7 +83,8 @@ class _Dash(Dash):
             kwargs["scripts"] = polyfill.drop_polyfill(kwargs.get("scripts", ""))
         prefix = self.config.requests_pathname_prefix
         kwargs["css"] = kwargs.get("css", "") + polyfill.preload_graph(prefix)
-        return super().interpolate_index(**kwargs)
+        # Screen readers pick the voice from the document's language; Dash's page names none.
+        return super().interpolate_index(**kwargs).replace("<html>", '<html lang="en">', 1)
 
 
 def mount(server: FastAPI, runtime: Runtime) -> Dash:
@@ -99,10 +115,73 @@ def mount(server: FastAPI, runtime: Runtime) -> Dash:
     reports.register(db, clock, settings)
     compare.register(db, clock, Fleet.of(settings))
     admin.register(app, Credentials(db, runtime.auth))
+    dash.register_page(
+        NOT_FOUND_MODULE,
+        path=NOT_FOUND_PATH,
+        name="Page not found",
+        title="tokenshape · Page not found",
+        layout=_not_found,
+    )
+    _serve_pages(server, app)
     logo = app.get_asset_url("logo.svg")
     # A function: Dash calls it for every page load, so the bar shows who is looking.
     app.layout = lambda: _shell(logo)
     return app
+
+
+def page_paths() -> frozenset[str]:
+    """The paths that have a page (the not-found page's own path is not one)."""
+    return frozenset(
+        p["path"] for module, p in dash.page_registry.items() if module != NOT_FOUND_MODULE
+    )
+
+
+def _serve_pages(server: FastAPI, app: Dash) -> None:
+    """Answer every GET no other route takes with Dash's page: 200 for a page's path, 404 for
+    any other, so a mistyped address is not a page found.
+
+    Dash's own catch-all, added when the server starts, would answer 200 for every path; this
+    route is added first, so it wins. Dash's other routes (/_dash-*, /assets, /_favicon.ico)
+    and the API's are matched before either."""
+
+    async def page_or_not_found(request: Request) -> Response:
+        # Dash's page reads the request (its meta tags) through Dash's own request context.
+        token = set_current_request(request)
+        try:
+            body = app.index()
+        finally:
+            reset_current_request(token)
+        path = request.url.path.rstrip("/") or "/"
+        status = 200 if path in page_paths() else 404
+        return Response(content=body, media_type="text/html", status_code=status)
+
+    server.add_api_route(
+        "/{path:path}", page_or_not_found, methods=["GET"], include_in_schema=False
+    )
+
+
+def _not_found(**_query: object) -> html.Div:
+    """The page for a path no page has: what was asked for and the way home."""
+    try:  # Dash's routing callback builds it; its input is the path asked for
+        path = dash.ctx.inputs.get(f"{PAGES_LOCATION}.pathname")
+    except Exception:  # built outside a callback: say less rather than fail
+        path = None
+    asked: list = [html.Code(path), " "] if isinstance(path, str) else ["this address "]
+    return html.Div(
+        [
+            html.H1("Page not found"),
+            html.P(
+                [
+                    "There is no page at ",
+                    *asked,
+                    "in tokenshape. Check the address, or pick a page from the bar above.",
+                ],
+                id="not-found-message",
+            ),
+            html.P(html.A("Go to the Overview", href="/", id="not-found-home")),
+        ],
+        className="empty not-found",
+    )
 
 
 def _who(who: Principal | None) -> list:
@@ -145,16 +224,24 @@ def _shell(logo: str) -> html.Div:
     user_box = [] if banner else signed_in
     pages = [
         p
-        for p in dash.page_registry.values()
-        if p["path"] != "/admin" or (who is not None and who.is_admin)
+        for module, p in dash.page_registry.items()
+        if module != NOT_FOUND_MODULE
+        and (p["path"] != "/admin" or (who is not None and who.is_admin))
     ]
+    here = prefetched.page_url()
+    current = here[0] if here else None
     return html.Div(
         [
+            # First in the page, so the first Tab reaches it: past the bar to the page itself.
+            html.A("Skip to content", href=f"#{MAIN_ID}", className="skip-link"),
             html.Header(
                 [
                     html.Img(src=logo, className="logo", alt=""),
                     html.Span("tokenshape", className="brand"),
-                    html.Nav([html.A(p["name"], href=p["relative_path"]) for p in pages]),
+                    html.Nav(
+                        [_nav_link(p, p["path"] == current) for p in pages],
+                        **_aria(label="Pages"),
+                    ),
                     *user_box,
                 ],
                 className="topbar",
@@ -171,9 +258,26 @@ def _shell(logo: str) -> html.Div:
                     color="#6c7a96",
                 ),
                 className="page",
+                id=MAIN_ID,
+                tabIndex=-1,  # the skip link moves focus here, not only the scroll
             ),
         ]
     )
+
+
+def _nav_link(page: dict, current: bool) -> html.A:
+    """A page's link in the bar; the current page's says so (static/nav.js keeps it so as
+    the address changes without a new layout)."""
+    if not current:
+        return html.A(page["name"], href=page["relative_path"])
+    return html.A(
+        page["name"], href=page["relative_path"], className="current", **_aria(current="page")
+    )
+
+
+def _aria(**attributes: str) -> dict[str, Any]:
+    """aria-* props (Dash takes them as keywords its stubs do not name)."""
+    return {f"aria-{name}": value for name, value in attributes.items()}
 
 
 def _page_container(who: Principal | None) -> html.Div:

@@ -23,6 +23,7 @@ from app.services.rightsizing import engine_drift, recommend, seasonal
 from app.sizing.drift import Finding
 from app.sizing.rightsize import Recommendation
 from app.sizing.slo import Fleet, money
+from app.sizing.status import Status, concurrency_gain, count_words, engine_status, failed_status
 from app.storage.database import Database
 
 KPI_ROWS = (
@@ -40,7 +41,6 @@ KPI_ROWS = (
     ("e2e_ms_p95", "E2E p95 (ms)", "{:,.0f}"),
     ("e2e_ms_p99", "E2E p99 (ms)", "{:,.0f}"),
 )
-REBUILD_GAIN = 1.1  # a rebuild is worth recommending from 10% more concurrent requests
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,7 @@ class EngineSection:
     links: dict[str, str]
     problem: str | None = None
     money: EngineMoney | None = None
+    status: Status | None = None  # the one vocabulary of app/sizing/status.py
     plans: list[tuple[str, str, str, str]] = field(default_factory=list)  # name, peak, GPU-h, cost
 
 
@@ -157,7 +158,6 @@ def build_report(
     total_now = total_best = 0.0
     money_now: float | None = 0.0
     money_best: float | None = 0.0
-    short = 0
     for name, stored in profiles.stored_profiles(db).items():
         base = public_url.rstrip("/")
         window = {"window": "custom", "start": start.isoformat(), "end": end.isoformat()}
@@ -191,22 +191,18 @@ def build_report(
                     [],
                     links,
                     problem=profiles.sizing_failure(name, exc),
+                    status=failed_status(profiles.sizing_failure(name, exc)),
                 )
             )
             continue
-        gain = None
-        if rec.capacity_now and rec.capacity_after and rec.capacity_now.worst:
-            gain = (rec.capacity_after.worst or 0) / rec.capacity_now.worst
-        rebuild = rec.status == "ok" and gain is not None and gain >= REBUILD_GAIN
-        if rec.replicas is not None:
-            # A rebuild is suggested when it saves replicas within the SLO, or room to grow.
-            rebuild = rec.replicas.after < rec.replicas.today or (
-                rebuild and rec.replicas.after <= rec.replicas.today
-            )
+        # The gain in the concurrency that matters (expected with a paged KV cache) and the
+        # status, both from app/sizing/status.py as on every page.
+        gain = concurrency_gain(rec)
+        status = engine_status(rec)
+        rebuild = status.key == "rebuild-suggested"
         if cash.baseline is not None and cash.best is not None:
             total_now += cash.baseline.gpu_hours_month
             total_best += cash.best.gpu_hours_month
-            short += cash.best.gpu_hours_month > cash.baseline.gpu_hours_month + 0.5
             if money_now is not None and money_best is not None:
                 if cash.baseline.cost_month is None or cash.best.cost_month is None:
                     money_now = money_best = None
@@ -229,9 +225,9 @@ def build_report(
                 links=links,
                 money=cash,
                 plans=_plan_rows(cash),
+                status=status,
             )
         )
-    rebuilds = sum(s.rebuild for s in sections)
     n = len(sections)
     slo = " within the SLO" if any(s.money and s.money.slo for s in sections) else ""
     if money_now is not None and money_best is not None and money_now - money_best >= 1:
@@ -241,15 +237,8 @@ def build_report(
         headline = f"saves {total_now - total_best:,.0f} GPU-hours/month ({share:.0%}){slo}"
     else:
         headline = "nothing to save"
-    parts = [
-        f"{n} engine{'s' if n != 1 else ''}",
-        f"{rebuilds} rebuild{'s' if rebuilds != 1 else ''} suggested",
-    ]
-    if short:
-        parts.append(f"{short} short of replicas for the SLO")
-    broken = sum(s.problem is not None for s in sections)
-    if broken:
-        parts.append(f"{broken} could not be sized")
+    states = [s.status for s in sections if s.status is not None]
+    parts = [f"{n} engine{'s' if n != 1 else ''}", count_words(states)]
     summary = f"{headline}: " + ", ".join(parts)
     critical = sum(f.severity == "critical" for s in sections for f in s.findings)
     alert = f", {critical} critical drift finding{'s' if critical != 1 else ''}" if critical else ""

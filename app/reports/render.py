@@ -10,7 +10,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from app.reports.build import Report
-from app.sizing.rightsize import Recommendation
+from app.sizing.rightsize import CONCURRENCY_WORDS, Recommendation
 
 TEMPLATES = Path(__file__).with_name("templates")
 SEVERITY_COLOUR = {"critical": "#b42318", "warning": "#b7791f", "info": "#6c7a96"}
@@ -40,7 +40,9 @@ def _env(html: bool) -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.globals.update(bounds=bounds, severity_colour=SEVERITY_COLOUR)
+    env.globals.update(
+        bounds=bounds, severity_colour=SEVERITY_COLOUR, concurrency_words=CONCURRENCY_WORDS
+    )
     return env
 
 

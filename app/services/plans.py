@@ -14,9 +14,9 @@ from app.analytics.hour_mix import hour_mixes
 from app.services.cache import TtlCache
 from app.services.perfmodel import PerfModelError
 from app.services.performance import Engine, observed_levels, prepare, within_bounds
-from app.sizing.perf import Corrections, Shape, fit_corrections
+from app.sizing.perf import Corrections, Shape, at_concurrency, fit_corrections
 from app.sizing.profile import EngineProfile
-from app.sizing.recommend import DEFAULT_HEADROOM
+from app.sizing.recommend import DEFAULT_GRANULARITY, DEFAULT_HEADROOM, round_up
 from app.sizing.slo import Slo
 from app.sizing.slo_plan import LatencyNeed, best_batch, best_step_tokens, replicas_for_slo
 from app.storage.database import Database
@@ -139,13 +139,67 @@ class SloSettings:
     max_batch_size: int | None
     max_num_tokens: int | None
     notes: tuple[str, ...] = ()
+    # When max_num_tokens is below the median prompt: the mean TTFT the model predicts with it,
+    # and with a step that holds the median prompt whole — (step, ms, whole step, ms).
+    ttft_effect: tuple[int, float, int, float] | None = None
+
+
+def _median_isl(shapes: list[Shape]) -> float:
+    """The weighted median prompt of a mix."""
+    total = sum(s.weight for s in shapes)
+    seen = 0.0
+    for s in sorted(shapes, key=lambda s: s.isl):
+        seen += s.weight
+        if seen >= total / 2:
+            return float(s.isl)
+    return 0.0
+
+
+def ttft_effect(
+    eng: Engine,
+    corr: Corrections,
+    shapes: list[Shape],
+    batch: int,
+    step: int,
+    median: float | None = None,
+) -> tuple[int, float, int, float] | None:
+    """The mean TTFT predicted at `batch` requests in flight with max_num_tokens `step`, and
+    with a step rounded up from the median prompt (the mix's, unless given); None when the
+    step holds the median prompt whole."""
+    median = median or _median_isl(shapes)
+    if not shapes or step >= median:
+        return None
+    whole = round_up(median, DEFAULT_GRANULARITY)
+    cap = eng.max_concurrency(shapes)
+    try:
+        chunked, single = (
+            at_concurrency(
+                eng.grid_step,
+                shapes,
+                max(batch, 1),
+                step_tokens=tokens,
+                corrections=corr,
+                max_running=cap,
+            )
+            for tokens in (step, whole)
+        )
+    except PerfModelError:
+        return None
+    if not (math.isfinite(chunked.ttft_ms) and math.isfinite(single.ttft_ms)):
+        return None
+    return step, chunked.ttft_ms, whole, single.ttft_ms
 
 
 def settings_for_slo(
-    eng: Engine, corr: Corrections, shapes: list[Shape], slo: Slo | None
+    eng: Engine,
+    corr: Corrections,
+    shapes: list[Shape],
+    slo: Slo | None,
+    median_isl: float | None = None,
 ) -> SloSettings:
     """The largest batch whose ITL at the SLO's percentile stays within target (at most what
-    the KV cache holds), and the largest prefill step whose one chunk stays within it."""
+    the KV cache holds), and the largest prefill step whose one chunk stays within it; below
+    the median prompt (`median_isl`, else the mix's), the TTFT either step is predicted."""
     if slo is None or slo.itl_ms is None or not shapes:
         return SloSettings(None, None)
     try:
@@ -173,4 +227,5 @@ def settings_for_slo(
         f"max_num_tokens {step:,}: the largest prefill step whose one chunk takes no longer "
         f"than the ITL target ({slo.itl_ms:g} ms), so no token waits longer behind a prompt"
     )
-    return SloSettings(batch, step, tuple(notes))
+    effect = ttft_effect(eng, corr, kept, batch, step, median_isl)
+    return SloSettings(batch, step, tuple(notes), effect)

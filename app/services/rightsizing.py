@@ -24,7 +24,7 @@ from app.services.perfmodel import PerfModelError
 from app.services.plans import LatencyPlan, calibrated_engine, latency_plan, settings_for_slo
 from app.services.profiles import load_profile, problem, sizing_failure, stored_profiles
 from app.sizing.catalog import GIB
-from app.sizing.commands import commands
+from app.sizing.commands import commands, window_bounds
 from app.sizing.drift import Finding, findings
 from app.sizing.perf import Shape
 from app.sizing.profile import EngineProfile
@@ -32,13 +32,16 @@ from app.sizing.recommend import (
     DEFAULT_COVERAGE,
     DEFAULT_GRANULARITY,
     DEFAULT_HEADROOM,
-    Bounds,
     Traffic,
+    chunking,
+    median_prompt,
     memory_for,
 )
 from app.sizing.rightsize import (
+    CONCURRENCY_WORDS,
     Recommendation,
     Replicas,
+    is_paged,
     proposed_bounds,
     replicas_verdict,
     rightsize,
@@ -59,10 +62,35 @@ from app.sizing.seasonal import (
     window_label,
 )
 from app.sizing.slo import Fleet, Slo, cost_for, slo_for
+from app.sizing.status import Status, engine_status, failed_status
 from app.storage.database import Database
 
 DEFAULT_WINDOW = timedelta(days=7)
 WEEKDAYS, WEEKEND = (1, 2, 3, 4, 5), (6, 7)
+
+
+def window_to(now: datetime, span: timedelta = DEFAULT_WINDOW) -> tuple[datetime, datetime]:
+    """The window of `span` up to `now` to the minute: the Rightsizing page, the Overview's
+    statuses, the API's default and the CLI ask for the same one within a minute (and share
+    one cached recommendation)."""
+    end = now.replace(second=0, microsecond=0)
+    return end - span, end
+
+
+def fleet_statuses(
+    db: Database, *, now: datetime, tz: str, fleet: Fleet, coverage: float = DEFAULT_COVERAGE
+) -> list[tuple[str, Status]]:
+    """Every profiled engine's status over the last 7 days (the Rightsizing page's default
+    window), in the vocabulary of app/sizing/status.py; a failing engine says why."""
+    start, end = window_to(now)
+    out = []
+    for name in stored_profiles(db):
+        try:
+            r = recommend(db, name, start=start, end=end, coverage=coverage, tz=tz, fleet=fleet)
+            out.append((name, engine_status(r)))
+        except Exception as exc:  # one engine's failure must not hide the others' status
+            out.append((name, failed_status(sizing_failure(name, exc))))
+    return out
 
 
 def recommend(
@@ -137,6 +165,7 @@ def _recommend(
     rec, notes = proposed_bounds(profile, traffic, granularity)
     slo = slo_for(profile, fleet)
     calibration = None
+    chosen = None
     if slo is not None and memory_for(profile, profile.max_num_tokens).fits:
         try:
             calibration = calibrated_engine(db, profile, flt)
@@ -145,7 +174,7 @@ def _recommend(
     if calibration is not None and slo is not None:
         mix = shape_mix(cur, flt)
         shapes = [Shape(i, o, float(n)) for i, o, n in mix.cells]
-        chosen = settings_for_slo(*calibration, shapes, slo)
+        chosen = settings_for_slo(*calibration, shapes, slo, median_prompt(traffic))
         if chosen.max_batch_size is not None:
             # From the SLO, not from the observed peak alone (the peak says how many are in
             # flight today, the SLO how many one replica may run at once).
@@ -154,6 +183,18 @@ def _recommend(
                 rec, max_batch_size=chosen.max_batch_size, max_num_tokens=chosen.max_num_tokens
             )
             notes += list(chosen.notes)
+    # Said of the final step (the SLO's, when it set one), never of one it replaced.
+    chunked, warning = chunking(rec.max_num_tokens, rec.max_input_len, traffic)
+    notes += [chunked] if chunked else []
+    warnings = [warning] if warning else []
+    if warning and chosen is not None and chosen.ttft_effect is not None:
+        step, ms, whole, whole_ms = chosen.ttft_effect
+        warnings.append(
+            f"the performance model predicts a mean TTFT of {ms:,.0f} ms with max_num_tokens "
+            f"{step:,} against {whole_ms:,.0f} ms with {whole:,} (the median prompt in one "
+            f"step); {step:,} is kept because a larger step's prefill chunk holds every "
+            "decoding request longer than the ITL target"
+        )
     counts = rejected(
         cur,
         flt,
@@ -168,6 +209,7 @@ def _recommend(
         coverage=coverage,
         granularity=granularity,
         notes=notes,
+        warnings=warnings,
     )
     if r.status != "ok" or r.memory_now is None or r.memory_after is None:
         return r
@@ -259,12 +301,6 @@ def _replicas(
     )
 
 
-def is_paged(profile: EngineProfile) -> bool:
-    """Whether the engine's KV cache holds requests at their real length (vLLM, SGLang, NIM on
-    vLLM) rather than reserving max_seq_len for each (TensorRT-LLM's no-evict scheduler)."""
-    return profile.framework != "trtllm"
-
-
 def _gib(value: float | None) -> float | None:
     return None if value is None else round(value / GIB, 2)
 
@@ -290,10 +326,15 @@ def recommendation_dict(r: Recommendation) -> dict[str, Any]:
             "hint": m.hint,
         }
 
+    state = engine_status(r)
     return {
         "engine": r.engine,
-        "status": r.status,
+        # The status in the one vocabulary of app/sizing/status.py (as every page says it).
+        "status": state.key,
+        "status_label": state.label,
+        "status_reason": state.reason,
         "verdict": r.verdict,
+        "warnings": r.warnings,
         "coverage": r.coverage,
         "granularity": r.granularity,
         "requests": r.traffic.requests,
@@ -305,6 +346,8 @@ def recommendation_dict(r: Recommendation) -> dict[str, Any]:
         "concurrency": {
             "now": asdict(r.capacity_now) if r.capacity_now else None,
             "after": asdict(r.capacity_after) if r.capacity_after else None,
+            "paged": r.paged,
+            "words": CONCURRENCY_WORDS,
         },
         "replicas": None if r.replicas is None else _replicas_dict(r.replicas),
         "commands": r.commands,
@@ -366,6 +409,9 @@ class SeasonalReport:
     gpus_per_replica: int = 1
     # What the raw rows cannot count (hours sealed by retention or imported), in words.
     raw_only_note: str | None = None
+    # The whole-day recommendation over the same window (`recommend`): the settings and
+    # commands of plans (a) and (b), the same as the Rightsizing page's for this window.
+    whole_day: Recommendation | None = None
 
 
 def seasonal(
@@ -442,6 +488,25 @@ def seasonal(
             calibration = calibrated_engine(db, profile, flt_for(()))
         except PerfModelError:
             calibration = None  # latency_plan says why
+    # The whole-day build is the recommendation over the same window: the one function that
+    # says an engine's settings, so this page's one-engine plan and the Rightsizing page agree.
+    whole_day = recommend(
+        db,
+        engine,
+        start=start,
+        end=end,
+        coverage=coverage,
+        granularity=granularity,
+        profile=profile,
+        tz=tz,
+        fleet=fleet,
+        headroom=headroom,
+    )
+    built = whole_day.recommended if whole_day.status == "ok" else None
+    kv = memory.kv_capacity_tokens
+    batch = profile.max_batch_size
+    if built is not None and whole_day.memory_after is not None:
+        kv, batch = whole_day.memory_after.kv_capacity_tokens, built.max_batch_size
     answers: dict = {}  # latency needs shared by the day types' plans (same mix, same rate)
 
     def plans_for(
@@ -458,9 +523,14 @@ def seasonal(
             calibration=calibration,
             cache=answers,
         )
+        everything = None
+        if built is not None and built.max_seq_len:
+            everything = fixed_config(
+                d, built.max_input_len, built.max_seq_len, kv, batch, is_paged(profile)
+            )
         result = plans(
             d,
-            kv_capacity=memory.kv_capacity_tokens,
+            kv_capacity=kv,
             gpus=profile.gpus,
             coverage=coverage,
             max_context=profile.spec().max_position_embeddings,
@@ -469,11 +539,12 @@ def seasonal(
             cost_per_gpu_hour=cost,
             threshold=threshold,
             days=days,
-            max_batch_size=profile.max_batch_size,
+            max_batch_size=batch,
             paged=is_paged(profile),
             latency_need=lat.replicas,
             replicas_now=profile.replicas,
             currency=fleet.currency,
+            whole_day=everything,
         )
         return result, lat
 
@@ -519,24 +590,14 @@ def seasonal(
             # all(isinstance(...)) does not narrow the items: both are Seasonal here.
             split_days = by_day_type(result, cast(Seasonal, parts[0]), cast(Seasonal, parts[1]))
     windows = result.split.configs if result.split else []
-    chosen = None
-    if calibration is not None and slo is not None:
-        mix = shape_mix(db.cursor(), flt_for(()))
-        chosen = settings_for_slo(
-            *calibration, [Shape(i, o, float(n)) for i, o, n in mix.cells], slo
-        )
-
-    def window_bounds(w) -> Bounds:
-        batch, step = w.slots or None, profile.max_num_tokens
-        if chosen is not None and chosen.max_batch_size is not None:
-            # The SLO's batch, at most what the window's KV cache holds.
-            batch = min(w.slots, chosen.max_batch_size) if w.slots else chosen.max_batch_size
-            step = chosen.max_num_tokens
-        return Bounds(w.max_input_len, w.max_seq_len, None, batch, step)
-
-    cmds = [
-        commands(profile, window_bounds(w)) | {"window": window_label(w.hours)} for w in windows
-    ]
+    cmds = []
+    if built is not None:
+        for w in windows:
+            bounds = window_bounds(built, w.max_input_len, w.max_seq_len, w.slots)
+            label = window_label(w.hours)
+            cmds.append(
+                commands(profile, bounds) | {"window": label, "build": f"per-window build, {label}"}
+            )
     return SeasonalReport(
         engine,
         start,
@@ -556,6 +617,7 @@ def seasonal(
         cost,
         profile.gpus,
         gone,
+        whole_day,
     )
 
 
@@ -650,6 +712,7 @@ def seasonal_dict(r: SeasonalReport) -> dict[str, Any]:
             "savings_vs_hourly": round(r.result.savings_vs_hourly, 4),
             "threshold": r.result.threshold,
         },
+        "whole_day": None if r.whole_day is None else whole_day_dict(r.whole_day),
         "commands": r.commands,
         "assumptions": (
             "each hour's replicas are the larger of the memory need (the peak requests in "
@@ -668,6 +731,18 @@ def seasonal_dict(r: SeasonalReport) -> dict[str, Any]:
             "savings_vs_hourly": round(r.day_types.savings_vs_hourly, 4),
             "verdict": r.day_types.verdict,
         },
+    }
+
+
+def whole_day_dict(r: Recommendation) -> dict[str, Any]:
+    """The whole-day build of a seasonal report: the recommendation's window, settings and
+    commands, exactly as /api/engines/{name}/recommendation gives them for that window."""
+    return {
+        "build": "whole day",
+        "status": engine_status(r).key,
+        "recommended": asdict(r.recommended) if r.recommended else None,
+        "commands": r.commands,
+        "warnings": r.warnings,
     }
 
 

@@ -98,3 +98,13 @@ def commands(profile: EngineProfile, b: Bounds) -> dict[str, str]:
     out["nim"] = nim_env(profile, b)
     out["sglang"] = sglang_command(profile, b)
     return {profile.framework: out[profile.framework], **out}
+
+
+def window_bounds(whole_day: Bounds, max_input_len: int, max_seq_len: int, slots: int) -> Bounds:
+    """A per-window build of a seasonal split: the window's own length bounds, and the
+    whole-day recommendation's batch (at most what one replica holds in the window) and
+    prefill step — the step and the batch's ITL limit do not change with the hour."""
+    batch = whole_day.max_batch_size
+    if slots and (batch is None or slots < batch):
+        batch = slots
+    return Bounds(max_input_len, max_seq_len, None, batch, whole_day.max_num_tokens)

@@ -96,7 +96,7 @@ def batch_and_step(
     """max_batch_size: the peak demand (Little's law) + headroom, at most what the KV cache holds.
 
     max_num_tokens: the prefill tokens of a quarter second at the peak minute, between 2,048
-    and 16,384; prompts longer than that are prefilled in chunks (chunked prefill)."""
+    and 16,384; prompts longer than that are prefilled in chunks (`chunking_notes`)."""
     notes: list[str] = []
     batch: int | None = None
     if expected:
@@ -118,12 +118,33 @@ def batch_and_step(
                 )
     step_wanted = min(max(t.peak_prefill_tps * STEP_SECONDS, MIN_STEP_TOKENS), MAX_STEP_TOKENS)
     step = round_up(step_wanted, DEFAULT_GRANULARITY)
-    if step < max_input:
-        notes.append(
-            f"prompts longer than max_num_tokens ({step:,}) are prefilled in chunks: on by "
-            "default in vLLM; TensorRT-LLM needs paged context FMHA and chunked context"
-        )
     return batch, step, notes
+
+
+def median_prompt(t: Traffic) -> float | None:
+    """The window's median prompt (ISL p50), when the traffic says."""
+    return (t.quantiles.get("isl") or {}).get("p50")
+
+
+def chunking(step: int | None, max_input: int | None, t: Traffic) -> tuple[str | None, str | None]:
+    """(note, warning) on what a max_num_tokens of `step` does to prefills: prompts longer than
+    it are prefilled in chunks, one chunk a scheduler step; below the median prompt, most are
+    (the warning)."""
+    if not step or not max_input or step >= max_input:
+        return None, None
+    note = (
+        f"prompts longer than max_num_tokens ({step:,}) are prefilled in chunks: on by "
+        "default in vLLM; TensorRT-LLM needs paged context FMHA and chunked context"
+    )
+    median = median_prompt(t)
+    if not median or step >= median:
+        return note, None
+    chunks = math.ceil(median / step)
+    return note, (
+        f"max_num_tokens {step:,} is below the median prompt ({median:,.0f} tokens): most "
+        f"prompts are prefilled in {chunks} or more chunks, each waiting a scheduler step, "
+        "which adds to their time to first token"
+    )
 
 
 def memory_for(profile: EngineProfile, step_tokens: int | None) -> Memory:

@@ -90,6 +90,8 @@ class Recommendation:
     whatifs: list[WhatIf] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     replicas: Replicas | None = None
+    paged: bool = True  # the KV cache holds requests at their real length (not TensorRT-LLM)
+    warnings: list[str] = field(default_factory=list)  # shown beside the bounds, not in notes
 
 
 def replicas_verdict(r: Replicas, rec: Bounds | None) -> str:
@@ -141,6 +143,21 @@ def replicas_verdict(r: Replicas, rec: Bounds | None) -> str:
             f"of the {base} running today are spare{saves(base - r.after)}."
         )
     return f"The busiest hour needs {n(r.after)} {within}, set by {r.why_after}; today: {base}."
+
+
+def is_paged(profile: EngineProfile) -> bool:
+    """Whether the engine's KV cache holds requests at their real length (vLLM, SGLang, NIM on
+    vLLM) rather than reserving max_seq_len for each (TensorRT-LLM's no-evict scheduler)."""
+    return profile.framework != "trtllm"
+
+
+# Where "full-length" and "expected" concurrency appear side by side, this line says which is
+# which (the pages, the email and the docs use it as is).
+CONCURRENCY_WORDS = (
+    "expected: requests of your traffic's average size that one replica's paged KV cache "
+    "holds at once (what vLLM and SGLang run); full-length: requests that each use "
+    "max_seq_len, the worst case (what TensorRT-LLM reserves)"
+)
 
 
 def current_bounds(profile: EngineProfile) -> Bounds:
@@ -230,6 +247,7 @@ class _Common(TypedDict):
     granularity: int
     traffic: Traffic
     current: Bounds
+    paged: bool
 
 
 def rightsize(
@@ -242,6 +260,7 @@ def rightsize(
     coverage: float = DEFAULT_COVERAGE,
     granularity: int = DEFAULT_GRANULARITY,
     notes: list[str] | None = None,
+    warnings: list[str] | None = None,
 ) -> Recommendation:
     """Assemble the recommendation; rejected = (by current bounds, by recommended bounds)."""
     cur = current_bounds(profile)
@@ -251,6 +270,7 @@ def rightsize(
         "granularity": granularity,
         "traffic": traffic,
         "current": cur,
+        "paged": is_paged(profile),
     }
     now = memory_for(profile, profile.max_num_tokens)
     if not now.fits:
@@ -289,7 +309,9 @@ def rightsize(
         )
     return Recommendation(
         status="ok",
-        verdict=_verdict(profile, traffic, cur, recommended, cap_now, cap_after, coverage),
+        verdict=_verdict(
+            traffic, cur, recommended, cap_now, cap_after, coverage, is_paged(profile)
+        ),
         recommended=recommended,
         rejected_current=rejected[0],
         rejected_recommended=rejected[1],
@@ -300,20 +322,22 @@ def rightsize(
         commands=commands(profile, recommended),
         whatifs=_whatifs(profile, recommended, traffic),
         notes=all_notes,
+        warnings=list(warnings or []),
         **base,
     )
 
 
 def _verdict(
-    profile: EngineProfile,
     t: Traffic,
     cur: Bounds,
     rec: Bounds,
     now: Capacity,
     after: Capacity,
     coverage: float,
+    paged: bool = True,
 ) -> str:
-    """One plain sentence: what the engine is built for, what the traffic needs, the gain."""
+    """One plain sentence: what the engine is built for, what the traffic needs, the gain in
+    the concurrency that matters (expected with a paged KV cache, full-length without)."""
     needed = f"{coverage:.1%} of the window's prompts were under {t.isl_q:,.0f} tokens"
     if not cur.max_input_len and not cur.max_seq_len:
         return (
@@ -327,11 +351,30 @@ def _verdict(
             f"{cur.max_seq_len:,} tokens; {needed}: rebuild with max_seq_len "
             f"{rec.max_seq_len:,} ({_n(after.worst)} full-length requests fit)."
         )
-    if now.worst and after.worst and after.worst > now.worst:
-        gain = after.worst / now.worst
+    rebuild = f"rebuilding with max_seq_len {rec.max_seq_len:,}"
+    full = ""
+    if now.worst and after.worst and after.worst != now.worst:
+        full = f"{now.worst:,} → {after.worst:,} full-length"
+    if paged and now.expected and after.expected and round(after.expected) > round(now.expected):
+        change = after.expected / now.expected - 1
+        worst = f" (worst case {full})" if full else ""
         return (
-            f"{built}; {needed}: rebuilding with max_seq_len {rec.max_seq_len:,} frees room for "
-            f"{gain:.1f}× more concurrent requests ({now.worst:,} → {after.worst:,} full-length)."
+            f"{built}; {needed}: {rebuild}, one replica holds {now.expected:,.0f} → "
+            f"{after.expected:,.0f} of your traffic's requests at once "
+            f"({change:+.0%}, expected with a paged KV cache){worst}."
+        )
+    grew = bool(now.worst and after.worst and after.worst > now.worst)
+    if paged and now.expected and after.expected and grew:
+        # The full-length gain alone: what vLLM runs of the real traffic barely moves.
+        return (
+            f"{built}; {needed}: {rebuild} changes little for your traffic, one replica holds "
+            f"about {after.expected:,.0f} of its requests at once either way (expected with a "
+            f"paged KV cache); only the worst case moves, {full}."
+        )
+    if not paged and now.worst and after.worst and after.worst > now.worst:
+        return (
+            f"{built}; {needed}: {rebuild}, one replica holds {full} requests at once "
+            f"({after.worst / now.worst - 1:+.0%}; TensorRT-LLM reserves max_seq_len for each)."
         )
     if cur.max_seq_len and rec.max_seq_len and rec.max_seq_len > cur.max_seq_len:
         return (

@@ -270,12 +270,16 @@ def plans(
     latency_need: list[int] | None = None,
     replicas_now: int | None = None,
     currency: str = "$",
+    whole_day: WindowConfig | None = None,
 ) -> Seasonal | str:
     """Plans (a) static, (b) hourly replicas, (c) the best two-window split, and a verdict.
 
     `days`: how many days a week this demand stands for (5 for weekdays, 2 for weekends).
     `latency_need`: per hour, the replicas the SLO needs (none: memory alone decides).
     `replicas_now`: the replicas running today, for the plan "now" and what a plan saves.
+    `whole_day`: the one configuration of plans (a) and (b), the whole-day recommendation's
+    bounds (app/services/rightsizing.recommend), so they say what the Rightsizing page says;
+    without it, bounds from the hourly histograms.
     Returns a sentence instead when no plan can be made (why, and what to do)."""
     latency = latency_need or [0] * 24
     if 2 * d.granularity > max_context:
@@ -289,7 +293,7 @@ def plans(
     def config(hours: tuple[int, ...]) -> WindowConfig:
         return window_config(d, hours, kv_capacity, coverage, max_context, max_batch_size, paged)
 
-    everything = config(tuple(range(24)))
+    everything = whole_day or config(tuple(range(24)))
     if everything.slots == 0:
         return (
             f"one replica's KV cache ({kv_capacity:,} tokens) cannot hold one request of "

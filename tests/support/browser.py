@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -59,3 +61,34 @@ def console_errors(page) -> list[str]:
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     return errors
+
+
+@contextmanager
+def server_log() -> Iterator[list[str]]:
+    """Uvicorn's log lines of a server in this process while the block runs, INFO included:
+    its access lines ("GET /path HTTP/1.1" 200) and websocket handshakes ("WebSocket /x" 403)."""
+    lines: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    handler = Keep(logging.INFO)
+    loggers = [logging.getLogger(name) for name in ("uvicorn.error", "uvicorn.access")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+    try:
+        yield lines
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+
+
+def responses(page) -> list[tuple[int, str]]:
+    """A list that collects (status, url) of every HTTP answer the page gets from now on."""
+    seen: list[tuple[int, str]] = []
+    page.on("response", lambda r: seen.append((r.status, r.url)))
+    return seen

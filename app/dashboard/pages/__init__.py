@@ -43,15 +43,18 @@ def safe(
 
 def _failed(name: str, query: dict, exc: Exception) -> html.Div:
     log.error("the %s page failed for query %r", name, query, exc_info=exc)
-    return html.Div(
-        [
-            html.H3(f"The {name} page could not be built"),
-            html.P(
-                f"{type(exc).__name__}. The server log has the details; "
-                "try another window or filter."
-            ),
-        ],
-        className="empty page-error",
+    return titled(
+        name,
+        html.Div(
+            [
+                html.H3(f"The {name} page could not be built"),
+                html.P(
+                    f"{type(exc).__name__}. The server log has the details; "
+                    "try another window or filter."
+                ),
+            ],
+            className="empty page-error",
+        ),
     )
 
 
@@ -80,7 +83,7 @@ def register_page(
     module: str, path: str, name: str, order: int, build: Callable[..., html.Div]
 ) -> None:
     """Register a page whose layout is `build(**url_query)`, run safely off the event loop."""
-    build = _sharing(build)
+    build = _sharing(name, build)
     dash.register_page(
         module,
         path=path,
@@ -96,14 +99,36 @@ def register_page(
 _builders: dict[str, tuple[str, Callable[..., html.Div]]] = {}
 
 
-def _sharing(build: Callable[..., html.Div]) -> Callable[..., html.Div]:
-    """`build` with one scan per rollup query however many of its parts ask (memo.shared)."""
+def _sharing(name: str, build: Callable[..., html.Div]) -> Callable[..., html.Div]:
+    """`build` with one scan per rollup query however many of its parts ask (memo.shared),
+    its title made the page's one H1 (`titled`)."""
 
     def shared_build(**query: object) -> html.Div:
         with memo.shared():
-            return build(**query)
+            return titled(name, build(**query))
 
     return shared_build
+
+
+def titled(name: str, page: html.Div) -> html.Div:
+    """The page with exactly one H1: its title heading (a first child H2 that is its only
+    H2) becomes the H1, else an H1 of the page's name goes first.
+
+    The pages title themselves with an H2; a screen reader's list of headings and its "go to
+    the main heading" key want the page's title to be the one H1, and the shell's bar has none."""
+    children = page.children if isinstance(page.children, list) else [page.children]
+    h2s = [c for c in children if isinstance(c, html.H2)]
+    if any(isinstance(c, html.H1) for c in children):
+        return page
+    first = children[0] if children else None
+    if isinstance(first, html.H2) and h2s == [first]:
+        props = {
+            k: getattr(first, k) for k in first._prop_names if getattr(first, k, None) is not None
+        }
+        page.children = [html.H1(**props), *children[1:]]
+    else:
+        page.children = [html.H1(name, className="page-title"), *children]
+    return page
 
 
 def graph(graph_id: str, figure: object) -> dcc.Graph:

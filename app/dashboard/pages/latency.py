@@ -145,7 +145,7 @@ def layout_for(
 ) -> html.Div:
     """The page for a URL query."""
     cur = db.cursor()
-    view, flt, bar = filterbar.prepare(db, query, now)
+    view, flt, bar = filterbar.prepare(db, query, now, tz=tz)
     start, end, count = windows.span(cur, flt)
     if count == 0:
         return html.Div([html.H2("Latency"), bar, filterbar.empty_state(view, ids.LATENCY_EMPTY)])

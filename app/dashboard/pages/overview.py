@@ -21,8 +21,9 @@ from app.charts import overview as charts
 from app.dashboard import filterbar, ids
 from app.dashboard.findings import drift_panel
 from app.dashboard.pages import register_page
+from app.dashboard.pages.rightsizing import status_badge
 from app.services import overview as glance_service
-from app.services.rightsizing import drift_note, engine_findings
+from app.services.rightsizing import drift_note, engine_findings, fleet_statuses
 from app.services.slo import HOW_TO_SET
 from app.sizing.slo import Fleet, money
 from app.storage.database import Database
@@ -401,7 +402,28 @@ def money_outputs(
             "TOKENSHAPE_COST_PER_GPU_HOUR) to see money. "
         )
     )
-    note: list = [words, html.Ul([html.Li(str(v)) for v in m.frame["verdict"]])]
+    # Each engine's status in the one vocabulary (as the Rightsizing fleet table and the email
+    # say it), with the money verdict of its plans.
+    verdicts = dict(zip(m.frame["engine"], m.frame["verdict"], strict=True))
+    items = []
+    for name, state in fleet_statuses(db, now=now, tz=tz, fleet=fleet):
+        items.append(
+            html.Li(
+                [
+                    html.Strong(name),
+                    ": ",
+                    status_badge(state),
+                    f" — {state.reason}. ",
+                    verdicts.get(name, ""),
+                ],
+                className="overview-status",
+            )
+        )
+    note: list = [
+        words,
+        "Status over the last 7 days (as on the Rightsizing page):",
+        html.Ul(items),
+    ]
     if m.left_out:
         note.append("Left out: " + "; ".join(m.left_out))
     if m.saves is None:
@@ -438,7 +460,7 @@ def layout_for(
             id=ids.OVERVIEW_EMPTY,
             className="empty",
         )
-    view, flt, bar = filterbar.prepare(db, query, now)
+    view, flt, bar = filterbar.prepare(db, query, now, tz=tz)
     frame = overview.per_model(cur, flt, exact=False)
     parts = [html.H2("Overview"), bar]
     if frame.empty:

@@ -48,13 +48,23 @@ def layout_for(db: Database, query: dict, now: datetime, settings) -> html.Div:
     weeks = _weeks(now, settings.report_tz)
     week = next(iter(weeks))
     asked = query.get("week")
+    problems: list[str] = []
     if asked:
         try:  # any past week, not only those in the list
-            if week_bounds(canonical_week(asked), settings.report_tz)[1] <= now:
+            ends = week_bounds(canonical_week(asked), settings.report_tz)[1]
+        except ValueError:
+            problems.append(
+                f"“week”: {str(asked)[:20]!r} is not an ISO week; use e.g. {week}. Showing {week}."
+            )
+        else:
+            if ends <= now:
                 week = asked
                 weeks.setdefault(asked, asked)
-        except ValueError:
-            pass
+            else:
+                problems.append(
+                    f"“week”: {asked} has not ended yet, so it has no report; showing {week}, "
+                    "the last whole week."
+                )
     report = report_for(db, settings, week)
     email, _ = render(report)
     # Links open in a new tab: inside the sandboxed frame the dashboard could not run.
@@ -68,6 +78,7 @@ def layout_for(db: Database, query: dict, now: datetime, settings) -> html.Div:
         [
             filterbar.choice("week", "week", weeks, week),
             html.Button("Show", type="submit", id=ids.FILTER_APPLY),
+            *[html.P(problem, className="field-error") for problem in problems],
         ],
         method="get",
         className="filterbar",
@@ -84,6 +95,7 @@ def layout_for(db: Database, query: dict, now: datetime, settings) -> html.Div:
             html.Iframe(
                 srcDoc=email,
                 id=ids.REPORTS_PREVIEW,
+                title="Preview of the weekly email",
                 sandbox="allow-popups allow-popups-to-escape-sandbox",
                 style={"width": "660px", "height": "900px", "border": "1px solid #dfe3ec"},
             ),

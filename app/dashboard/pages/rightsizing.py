@@ -34,11 +34,13 @@ from app.services.rightsizing import (
     engine_drift,
     recommend,
     window_note,
+    window_to,
 )
 from app.sizing.catalog import GIB, GPUS, MODELS
 from app.sizing.profile import EngineProfile, KvDtype, WeightDtype
-from app.sizing.rightsize import Recommendation, Replicas
+from app.sizing.rightsize import CONCURRENCY_WORDS, Recommendation, Replicas
 from app.sizing.slo import Fleet, money
+from app.sizing.status import Status, engine_status, failed_status
 from app.storage.database import Database
 
 WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
@@ -135,7 +137,7 @@ FLEET_HEAD = (
     "status",
     "replicas: today → within the SLO",
     "cost / month: now → best plan",
-    "",
+    "verdict",
 )
 
 
@@ -208,19 +210,39 @@ def fleet_rows(db: Database, query: dict, now: datetime, tz: str, fleet: Fleet) 
             r = recommend(
                 db, name, start=start, end=end, coverage=float(coverage), tz=tz, fleet=fleet
             )
-            verdict, status, replicas = r.verdict, r.status, r.replicas
+            verdict, status, replicas = r.verdict, engine_status(r), r.replicas
         except NoProfile as exc:  # a stored profile that is no longer valid
-            verdict, status = str(exc), "invalid"
+            verdict = str(exc)
+            status = failed_status(verdict)
         except Exception as exc:  # one engine's failure must not blank the fleet
-            verdict, status = profile_store.sizing_failure(name, exc), "error"
+            verdict = profile_store.sizing_failure(name, exc)
+            status = failed_status(verdict)
         cells = [
-            html.Td(status),
+            status_cell(status),
             _replicas_cell(replicas),
             _money_cell(by_name.get(name)),
             html.Td(verdict, className="verdict-cell"),
         ]
         rows.append(_stored_row(name, stored, cells))
     return _fleet_table(rows, _fleet_total(money_of))
+
+
+def status_badge(status: Status) -> html.Span:
+    """An engine's status in the one vocabulary, coloured, its reason on hover."""
+    return html.Span(
+        status.label,
+        title=status.reason,
+        className=f"status status-{status.key}",
+        style={"color": status.colour, "fontWeight": "bold", "whiteSpace": "nowrap"},
+    )
+
+
+def status_cell(status: Status) -> html.Td:
+    """The fleet table's status cell: the coloured word and, beneath it, why."""
+    return html.Td(
+        [status_badge(status), html.Div(status.reason, className="muted small")],
+        className="status-cell",
+    )
 
 
 def _fleet_total(m) -> html.P:
@@ -379,7 +401,7 @@ def _memory(r: Recommendation) -> html.Div:
                 [
                     html.Div(f"concurrency {label}", className="kpi-label"),
                     html.Div(
-                        f"{_n(cap.worst)} full-length · {_n(cap.expected)} expected",
+                        f"{_n(cap.expected)} expected · {_n(cap.worst)} full-length",
                         className="kpi-value small",
                     ),
                     html.Div(
@@ -398,6 +420,7 @@ def _memory(r: Recommendation) -> html.Div:
     return html.Div(
         [
             html.Div(cards, className="kpis"),
+            html.P(f"Concurrency: {CONCURRENCY_WORDS}.", className="kpi-delta"),
             *caveat,
             dcc.Graph(
                 id=ids.RIGHTSIZING_MEMORY, figure=memory_figure(rows), config={"displaylogo": False}
@@ -434,7 +457,7 @@ def _commands(r: Recommendation) -> html.Div:
     return html.Div(blocks, id=ids.RIGHTSIZING_COMMANDS)
 
 
-def _whatif(r: Recommendation) -> html.Table:
+def _whatif(r: Recommendation) -> html.Div:
     rows = []
     for w in r.whatifs:
         if w.reason:
@@ -445,15 +468,20 @@ def _whatif(r: Recommendation) -> html.Table:
             cells = [
                 html.Td(w.label),
                 html.Td(f"{w.memory.kv_capacity_tokens:,}"),
-                html.Td(f"{_n(w.capacity.worst)} / {_n(w.capacity.expected)}"),
+                html.Td(f"{_n(w.capacity.expected)} / {_n(w.capacity.worst)}"),
                 html.Td(note, className="muted"),
             ]
         rows.append(html.Tr(cells))
     head = html.Tr(
-        [html.Th(h) for h in ("what if", "KV tokens", "full-length / expected", "caveat")]
+        [html.Th(h) for h in ("what if", "KV tokens", "expected / full-length", "caveat")]
     )
-    return html.Table(
-        [html.Thead(head), html.Tbody(rows)], className="grid", id=ids.RIGHTSIZING_WHATIF
+    return html.Div(
+        [
+            html.Table(
+                [html.Thead(head), html.Tbody(rows)], className="grid", id=ids.RIGHTSIZING_WHATIF
+            ),
+            html.P(f"Concurrency: {CONCURRENCY_WORDS}.", className="muted"),
+        ]
     )
 
 
@@ -578,13 +606,41 @@ def _window(query: dict, now: datetime) -> tuple[datetime, datetime, str, str]:
     # Each a key of its table: a str.
     window = cast(str, query.get("window")) if query.get("window") in WINDOWS else "7d"
     coverage = cast(str, query.get("coverage")) if query.get("coverage") in COVERAGES else "0.999"
-    start, end = now - WINDOWS[window], now
+    start, end = window_to(now, WINDOWS[window])
     given = filterbar.parse_query(
         {"window": "custom", "start": query.get("start"), "end": query.get("end")}, now
     )
     if given.start and given.end:  # a link from the weekly email: exactly its week
         start, end = given.start, given.end
     return start, end, window, coverage
+
+
+def query_problems(query: dict, now: datetime) -> list[str]:
+    """What is wrong with the page's query parameters, one sentence each naming the parameter,
+    what it was and what is allowed (the page then shows its default, and says so)."""
+    out = []
+    window = query.get("window")
+    if window not in (None, "", *WINDOWS):
+        out.append(
+            f"window: {str(window)[:40]!r} is not allowed; use one of {', '.join(WINDOWS)} "
+            "(showing the last 7d)"
+        )
+    coverage = query.get("coverage")
+    if coverage not in (None, "", *COVERAGES):
+        allowed = ", ".join(f"{k} ({v})" for k, v in COVERAGES.items())
+        out.append(
+            f"coverage: {str(coverage)[:40]!r} is not allowed; use one of {allowed}, the share "
+            "of requests the bounds must fit (showing 0.999)"
+        )
+    start, end = query.get("start"), query.get("end")
+    if start or end:
+        given = filterbar.parse_query({"window": "custom", "start": start, "end": end}, now)
+        if not (given.start and given.end):
+            out.append(
+                "start and end: give both as ISO 8601 times, start before end (e.g. "
+                "start=2026-11-16T00:00:00Z&end=2026-11-23T00:00:00Z); showing the window above"
+            )
+    return out
 
 
 def layout_for(
@@ -603,6 +659,15 @@ def layout_for(
     seen = filterbar.choices(db).get("engine", [])
     engines = sorted(set(profiles) | set(seen))
     parts: list = [html.H2("Rightsizing"), _form(engines, engine, window, coverage)]
+    problems = query_problems(query, now)
+    if problems:  # never a silent fallback: say which parameter, and what is allowed
+        parts.append(
+            html.Div(
+                [html.P(p) for p in problems],
+                className="verdict does-not-fit rightsizing-query-error",
+                role="alert",
+            )
+        )
     if query.get("saved"):
         parts.append(html.P("Profile saved; the numbers below use it.", className="saved"))
     if query.get("deleted"):
@@ -675,7 +740,21 @@ def _engine_parts(
         tz=tz,
         fleet=fleet,
     )
-    parts.append(html.Div(r.verdict, className=f"verdict {r.status}", id=ids.RIGHTSIZING_VERDICT))
+    state = engine_status(r)
+    parts.append(
+        html.Div(
+            [status_badge(state), f" — {state.reason}. ", r.verdict],
+            className=f"verdict {r.status}",
+            id=ids.RIGHTSIZING_VERDICT,
+        )
+    )
+    if r.warnings:
+        parts.append(
+            html.Ul(
+                [html.Li(f"Warning: {w}") for w in r.warnings],
+                className="notes field-error rightsizing-warnings",
+            )
+        )
     parts.append(_replay_links(engine, start, end))
     parts += _raw_only(window_note(db, engine, start, end, now))
     if r.status == "ok":

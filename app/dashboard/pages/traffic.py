@@ -18,7 +18,7 @@ from app.storage.database import Database
 def layout_for(db: Database, query: dict, now: datetime, tz: str) -> html.Div:
     """The page for a URL query."""
     cur = db.cursor()
-    view, flt, bar = filterbar.prepare(db, query, now)
+    view, flt, bar = filterbar.prepare(db, query, now, tz=tz)
     start, end, count = windows.span(cur, flt)
     if count == 0:
         return html.Div([html.H2("Traffic"), bar, filterbar.empty_state(view, ids.TRAFFIC_EMPTY)])

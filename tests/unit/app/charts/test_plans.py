@@ -7,7 +7,13 @@ import math
 
 import plotly.graph_objects as go
 
-from app.charts.plans import PlanLine, latency_figure, replicas_figure
+from app.charts.plans import (
+    PlanLine,
+    coinciding,
+    coinciding_words,
+    latency_figure,
+    replicas_figure,
+)
 
 
 def test_replicas_steps_per_plan_and_markers_for_what_set_each_hour():
@@ -19,10 +25,13 @@ def test_replicas_steps_per_plan_and_markers_for_what_set_each_hour():
     now = PlanLine("now", [4] * 24, ["today"] * 24, "now")
     fig = go.Figure(replicas_figure([now, seasonal], marked="seasonal"))
     steps = [t for t in fig.data if t.mode == "lines"]
-    assert [t.name for t in steps] == ["now", "seasonal"]
-    assert list(steps[1].y) == [*seasonal.replicas, 1]  # 25 points: the last hour is drawn
-    assert steps[0].line.dash == "dot" and steps[1].line.width == 3
-    assert steps[1].customdata[8] == "the latency targets"
+    # Drawn widest first (the thin line of (c) under the dotted one of now); the legend keeps
+    # the order given.
+    assert [t.name for t in steps] == ["seasonal", "now"]
+    assert [t.legendrank for t in steps] == [101, 100]
+    assert list(steps[0].y) == [*seasonal.replicas, 1]  # 25 points: the last hour is drawn
+    assert steps[1].line.dash == "dot" and steps[0].line.dash == "solid"
+    assert steps[0].customdata[8] == "the latency targets"
     markers = {t.name: t for t in fig.data if t.mode == "markers"}
     assert set(markers) == {
         "seasonal set by the minimum of one replica",
@@ -55,3 +64,37 @@ def test_latency_without_an_itl_target_draws_only_the_ttft_line():
         latency_figure([100.0] * 24, [10.0] * 24, percentile=99, ttft_target=800, itl_target=None)
     )
     assert [t.name for t in fig.data if t.type == "scatter"] == ["TTFT target 800 ms"]
+
+
+def _four(hourly: list[int], seasonal: list[int]) -> list[PlanLine]:
+    return [
+        PlanLine("now", [2] * 24, label="now"),
+        PlanLine("static", [max(hourly)] * 24, label="(a) peak all day"),
+        PlanLine("hourly", hourly, label="(b) by the hour"),
+        PlanLine("seasonal", seasonal, label="(c) two windows"),
+    ]
+
+
+def test_every_plan_has_its_own_dash_and_width_so_coinciding_steps_stay_apart():
+    hourly = [1] * 10 + [3] * 6 + [1] * 8
+    fig = go.Figure(replicas_figure(_four(hourly, hourly), marked="seasonal"))
+    steps = {t.name: t for t in fig.data if t.mode == "lines"}
+    styles = {(t.line.dash, t.line.width) for t in steps.values()}
+    assert len(styles) == 4  # no two plans share both a dash and a width
+    # Widest first: each narrower line is drawn inside the wider ones it lies on.
+    widths = [t.line.width for t in fig.data if t.mode == "lines"]
+    assert widths == sorted(widths, reverse=True)
+    assert steps["(b) by the hour"].opacity < 1  # the band shows the line drawn over it
+
+
+def test_coinciding_plans_are_named_with_how_to_tell_them_apart():
+    hourly = [1] * 10 + [3] * 6 + [1] * 8
+    lines = _four(hourly, hourly)
+    assert [[p.name for p in g] for g in coinciding(lines)] == [["hourly", "seasonal"]]
+    words = coinciding_words(lines)
+    assert "(b) by the hour (the wide pale band) and (c) two windows (the thin solid line)" in words
+    assert "the same replicas every hour" in words
+    flat = _four([2] * 24, [2] * 24)
+    assert "now (dotted), (a) peak all day (dashed), (b)" in coinciding_words(flat)
+    assert "2 replicas all day" in coinciding_words(flat)
+    assert coinciding_words(_four(hourly, [1] * 24)) == ""  # every line has steps of its own

@@ -15,12 +15,18 @@ def test_query_to_view_and_filter():
     flt = view.filter()
     assert flt.models == ("m1",) and flt.engines == ()
     assert filterbar.parse_query({}, NOW).window == "7d"
-    assert filterbar.parse_query({"window": "forever"}, NOW).window == "7d"
+    forever = filterbar.parse_query({"window": "forever"}, NOW)
+    assert forever.window == "7d" and forever.start == NOW - timedelta(days=7)
+    assert "'forever' is not one of 1h, 24h, 7d, 30d, all or custom" in forever.problems[0]
     assert filterbar.parse_query({"window": "all"}, NOW).start is None
     custom = filterbar.parse_query(
         {"window": "custom", "start": "2026-11-21T00:00", "end": "2026-11-20T00:00"}, NOW
     )
-    assert custom.start < custom.end  # swapped, not an error
+    assert custom.start < custom.end  # swapped, and said
+    assert (
+        "“from” was after “to”: showing 2026-11-20 00:00 to 2026-11-21 00:00"
+        in (custom.problems[0])
+    )
     broken = filterbar.parse_query({"window": "custom", "start": "soon"}, NOW)
     assert broken.start is None
     assert "'soon' is not a time" in broken.problems[0]  # said on the page, not swallowed
@@ -60,3 +66,52 @@ def test_choices_follow_the_rollups_when_no_raw_row_changes(database):
     )
     tiers.note_hours(cur, [hour], "lake", "UTC", origin="test")
     assert "lake-only-model" in choices(database)["model"]
+
+
+def test_a_time_typed_under_a_preset_window_means_that_range():
+    view = filterbar.parse_query({"window": "7d", "start": "2026-11-20T08:00"}, NOW)
+    assert view.window == "custom" and view.problems == ()
+    assert view.start == datetime(2026, 11, 20, 8, tzinfo=UTC) and view.end is None
+    only_end = filterbar.parse_query({"end": "2026-11-21T08:00"}, NOW)
+    assert only_end.window == "custom" and only_end.start is None
+
+
+def test_the_range_is_said_in_words():
+    def words(query: dict) -> str:
+        return filterbar.range_words(filterbar.parse_query(query, NOW), NOW)
+
+    assert words({}) == "Showing 2026-11-22 12:00 to now (2026-11-29 12:00) UTC (7 days)."
+    assert words({"window": "1h"}) == (
+        "Showing 2026-11-29 11:00 to now (2026-11-29 12:00) UTC (1 hour)."
+    )
+    assert words({"window": "all"}) == "Showing all stored requests (all time)."
+    custom = {"start": "2026-11-20T08:00", "end": "2026-11-21T20:00+00:00"}
+    assert words(custom) == "Showing 2026-11-20 08:00 to 2026-11-21 20:00 UTC (36 hours)."
+    assert words({"end": "2026-11-21T08:00"}) == (
+        "Showing the first request to 2026-11-21 08:00 UTC."
+    )
+    form = filterbar.render(filterbar.parse_query({}, NOW), {}, now=NOW)
+    ranges = [c for c in form.children if getattr(c, "id", None) == "filter-range"]
+    assert ranges and ranges[0].children[0].startswith("Showing 2026-11-22 12:00")
+
+
+def test_zoom_out_doubles_the_window_around_its_middle_and_keeps_the_rest():
+    from urllib.parse import parse_qs
+
+    query = {"window": "custom", "start": "2026-11-20T00:00", "end": "2026-11-21T00:00"}
+    query |= {"engine": "chat-8b", "layer": "goodput"}
+    href = filterbar.zoom_out(filterbar.parse_query(query, NOW), query, NOW)
+    assert parse_qs(href[1:]) == {
+        "window": ["custom"],
+        "start": ["2026-11-19T12:00"],
+        "end": ["2026-11-21T12:00"],
+        "engine": ["chat-8b"],
+        "layer": ["goodput"],
+    }
+    # Never past now: the last 24 hours zoom out to the last 48.
+    day = filterbar.zoom_out(filterbar.parse_query({"window": "24h"}, NOW), {}, NOW)
+    assert parse_qs(day[1:])["end"] == ["2026-11-29T12:00"]
+    assert parse_qs(day[1:])["start"] == ["2026-11-27T12:00"]
+    assert filterbar.zoom_out(filterbar.parse_query({"window": "all"}, NOW), {}, NOW) is None
+    bad = filterbar.parse_query({"refresh": "5"}, NOW)
+    assert bad.refresh == "" and "'5' is not one of 30, 60 or 300 seconds" in bad.problems[0]

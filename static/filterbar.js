@@ -1,0 +1,115 @@
+// The filter bar's time range, on every page that has one (#filter-bar):
+// - its "from"/"to" fields become native date-time pickers (dcc.Input renders only text; the
+//   value format, 2026-11-20T08:00, is the same);
+// - typing or picking a time switches the window to custom, choosing a preset clears them, so
+//   what is submitted is what the user sees;
+// - dragging across a time chart sets the page's window (every chart, and the URL: Back
+//   returns), as in Grafana; the axes are drawn in the zone the form's data-tz names, the URL
+//   holds UTC;
+// - auto-refresh: with refresh=N in the URL the page reloads every N seconds while visible.
+// Delegated from the document and re-applied as Dash replaces the page's nodes on navigation.
+(function () {
+  "use strict";
+  var FIELDS = ["filter-start", "filter-end"];
+
+  function bar() {
+    return document.getElementById("filter-bar");
+  }
+
+  // The zone's offset from UTC at the instant `ms`, in ms (wall clock minus UTC).
+  function offset(ms, tz) {
+    var parts = {};
+    new Intl.DateTimeFormat("en-US", {
+      timeZone: tz, hourCycle: "h23", year: "numeric", month: "2-digit", day: "2-digit",
+      hour: "2-digit", minute: "2-digit", second: "2-digit",
+    }).formatToParts(new Date(ms)).forEach(function (p) { parts[p.type] = p.value; });
+    var wall = Date.UTC(+parts.year, +parts.month - 1, +parts.day, +parts.hour % 24,
+      +parts.minute, +parts.second);
+    return wall - Math.floor(ms / 1000) * 1000;
+  }
+
+  // A plotly date-axis value ("2026-11-18 08:30:12.5", wall clock in `tz`) as UTC minutes
+  // ("2026-11-18T13:30"), rounded down (start) or up (end).
+  function utcMinute(value, tz, up) {
+    var m = String(value).match(/^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):?(\d{2})?:?(\d{2})?(\.\d+)?)?/);
+    if (!m) return null;
+    var wall = Date.UTC(+m[1], +m[2] - 1, +m[3], +(m[4] || 0), +(m[5] || 0), +(m[6] || 0),
+      Math.round(parseFloat(m[7] || "0") * 1000));
+    var ms = wall - offset(wall, tz);
+    ms = wall - offset(ms, tz);  // again at the instant found: right across a DST change
+    var minute = 60000;
+    ms = up ? Math.ceil(ms / minute) * minute : Math.floor(ms / minute) * minute;
+    return new Date(ms).toISOString().slice(0, 16);
+  }
+
+  function onRelayout(gd, event) {
+    var form = bar();
+    var axis = gd._fullLayout && gd._fullLayout.xaxis;
+    if (!form || !axis || axis.type !== "date" || !event) return;
+    var a = event["xaxis.range[0]"], b = event["xaxis.range[1]"];
+    if (a === undefined && event["xaxis.range"]) {
+      a = event["xaxis.range"][0];
+      b = event["xaxis.range"][1];
+    }
+    if (a === undefined || b === undefined) return;  // autorange, a y zoom, a legend click
+    var tz = form.getAttribute("data-tz") || "UTC";
+    var start = utcMinute(a, tz, false), end = utcMinute(b, tz, true);
+    if (!start || !end || start >= end) return;
+    var url = new URL(window.location.href);
+    url.searchParams.set("window", "custom");
+    url.searchParams.set("start", start);
+    url.searchParams.set("end", end);
+    window.location.assign(url.toString());
+  }
+
+  function upgrade() {
+    FIELDS.forEach(function (id) {
+      var field = document.getElementById(id);
+      if (field && field.type === "text") {
+        field.type = "datetime-local";
+        field.step = "60";
+      }
+    });
+    if (!bar()) return;
+    var graphs = document.querySelectorAll(".js-plotly-plot");
+    for (var i = 0; i < graphs.length; i++) {
+      var gd = graphs[i];
+      if (gd.__tokenshapeZoom || typeof gd.on !== "function") continue;
+      gd.__tokenshapeZoom = true;
+      gd.on("plotly_relayout", onRelayout.bind(null, gd));
+    }
+  }
+
+  new MutationObserver(upgrade).observe(document.documentElement, {
+    childList: true, subtree: true,
+  });
+  document.addEventListener("DOMContentLoaded", upgrade);
+  document.addEventListener("input", function (event) {
+    var target = event.target;
+    if (!target || FIELDS.indexOf(target.id) < 0 || !target.value) return;
+    var select = document.getElementById("filter-window");
+    if (select && select.value !== "custom") select.value = "custom";
+  });
+  document.addEventListener("change", function (event) {
+    var target = event.target;
+    if (!target || target.id !== "filter-window" || target.value === "custom") return;
+    FIELDS.forEach(function (id) {
+      var field = document.getElementById(id);
+      if (field) field.value = "";
+    });
+  });
+
+  // Auto-refresh, counted from the last load or navigation; paused while the tab is hidden.
+  var shownAt = Date.now(), shownHref = window.location.href;
+  setInterval(function () {
+    if (window.location.href !== shownHref) {
+      shownHref = window.location.href;
+      shownAt = Date.now();
+    }
+    var every = Number(new URL(window.location.href).searchParams.get("refresh") || 0);
+    if (every > 0 && bar() && !document.hidden && Date.now() - shownAt >= every * 1000) {
+      shownAt = Date.now();
+      window.location.reload();
+    }
+  }, 1000);
+})();
