@@ -6,7 +6,8 @@
 // - dragging across a time chart sets the page's window (every chart, and the URL: Back
 //   returns), as in Grafana; the axes are drawn in the zone the form's data-tz names, the URL
 //   holds UTC;
-// - auto-refresh: with refresh=N in the URL the page reloads every N seconds while visible.
+// - auto-refresh: with refresh=N in the URL the page reloads every N seconds while visible;
+// - the top bar's links carry the view (window, times, filters) to the other filtered pages.
 // Delegated from the document and re-applied as Dash replaces the page's nodes on navigation.
 (function () {
   "use strict";
@@ -98,6 +99,25 @@
       if (field) field.value = "";
     });
   });
+
+  // Filters survive moving between pages: a link in the top bar carries the view to the other
+  // filtered pages, and the engine to the pages of one engine.
+  var FILTERED = ["/", "/shapes", "/latency", "/traffic"];
+  var KEYS = ["window", "start", "end", "model", "engine", "gateway", "tenant", "refresh"];
+  var ENGINE_PAGES = ["/rightsizing", "/seasonal", "/compare"];
+  document.addEventListener("click", function (event) {
+    var link = event.target && event.target.closest && event.target.closest(".topbar nav a");
+    if (!link) return;
+    var here = new URL(window.location.href).searchParams;
+    var to = new URL(link.href);
+    var path = to.pathname.replace(/\/+$/, "") || "/";
+    var keys = FILTERED.indexOf(path) >= 0 ? KEYS : ENGINE_PAGES.indexOf(path) >= 0 ? ["engine"] : [];
+    keys.forEach(function (key) {
+      var value = here.get(key);
+      if (value && !to.searchParams.get(key)) to.searchParams.set(key, value);
+    });
+    link.href = to.toString();
+  }, true);
 
   // Auto-refresh, counted from the last load or navigation; paused while the tab is hidden.
   var shownAt = Date.now(), shownHref = window.location.href;

@@ -105,8 +105,8 @@ def _over(engine: str, bounds: tuple, last: Mapping) -> list[Finding]:
         severity: Severity = "critical" if ratio >= OVER_CRITICAL else "warning"
         message = (
             f"{name} {bound:,} is {ratio:.1f} times last week's p99.9 {what} of {p999:,.0f} "
-            f"tokens ({last['requests']:,} requests): over-provisioned; the Rightsizing page "
-            "recommends a tighter bound"
+            f"tokens ({last['requests']:,} requests): over-provisioned, rebuild suggested (the "
+            "Rightsizing page's word): it recommends a tighter bound"
         )
         out.append(Finding(engine, kind, severity, message, ratio))
     return out

@@ -168,3 +168,20 @@ def test_auto_refresh_reloads_the_page_while_it_is_shown(live, browser):
     page.wait_for_selector("#filter-refresh", timeout=30_000)
     assert page.evaluate("window.__before_refresh === undefined")  # a new document
     assert "refresh=30" in page.url
+
+
+def test_filters_survive_moving_between_pages(live, browser):
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    page.goto(live.url + "/latency?window=24h&engine=chat-8b&refresh=60", wait_until="load")
+    page.wait_for_selector("#filter-bar", timeout=30_000)
+    page.click(".topbar nav a[href='/traffic']")
+    page.wait_for_url("**/traffic?**")
+    page.wait_for_selector("#filter-bar", timeout=30_000)
+    query = _query(page.url)
+    assert (query["window"], query["engine"], query["refresh"]) == (["24h"], ["chat-8b"], ["60"])
+    assert page.locator("#filter-engine").input_value() == "chat-8b"
+    # To a page of one engine, the engine alone.
+    page.click(".topbar nav a[href='/rightsizing']")
+    page.wait_for_url("**/rightsizing?**")
+    assert _query(page.url) == {"engine": ["chat-8b"]}
+    page.wait_for_selector("#rightsizing-verdict", timeout=60_000)  # drawn for that engine

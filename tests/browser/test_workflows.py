@@ -125,8 +125,21 @@ def test_rightsizing_page_recommends_and_a_profile_edit_changes_it(demo_live, br
     assert '"max_input_len": 8192' in demo_live.scalar(
         "SELECT profile FROM engines WHERE name = 'chat-8b'"
     )
-    # Delete: back to the fleet, without chat-8b's profile.
-    page.click("#rightsizing-delete")
+    # Delete: the browser asks first; dismissed, nothing happens; accepted, back to the
+    # fleet without chat-8b's profile.
+    asked: list[str] = []
+
+    def answer(dialog, accept: bool) -> None:
+        asked.append(dialog.message)
+        dialog.accept() if accept else dialog.dismiss()
+
+    page.once("dialog", lambda d: answer(d, False))
+    page.click("#rightsizing-delete button")
+    page.wait_for_timeout(500)
+    assert asked and "Delete this engine's profile?" in asked[0]
+    assert demo_live.scalar("SELECT count(*) FROM engines WHERE name = 'chat-8b'") == 1
+    page.once("dialog", lambda d: answer(d, True))
+    page.click("#rightsizing-delete button")
     page.wait_for_url("**deleted=chat-8b**")
     page.locator("#rightsizing-fleet").wait_for(timeout=30_000)
     assert "chat-8b" not in page.locator("#rightsizing-fleet").inner_text()

@@ -94,7 +94,7 @@ def test_the_reports_page_and_the_email_report_the_good_engines(broken_live):
         assert sections[bad].problem and "save it again" in sections[bad].problem
     for good in GOOD:
         assert sections[good].problem is None and sections[good].money.best is not None
-    assert "2 could not be sized" in report.subject
+    assert "2 cannot be sized" in report.subject
     html, text = render(report)
     assert "gpu_memory_gib" in text and "Money: " in text
     assert text.count("Money: ") == len(GOOD)
@@ -102,7 +102,7 @@ def test_the_reports_page_and_the_email_report_the_good_engines(broken_live):
     with broken_live.client() as c:
         shown = page_layout(c, "/reports", "?week=2026-W47")
     assert "could not be built" not in shown
-    assert "2 could not be sized" in shown and "gpu_memory_gib" in shown
+    assert "2 cannot be sized" in shown and "gpu_memory_gib" in shown
 
 
 def test_a_failure_that_is_not_the_profiles_says_so_and_is_a_500(tmp_path, demo_template, caplog):

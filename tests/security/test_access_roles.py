@@ -262,12 +262,14 @@ def test_an_admin_rotates_then_revokes_on_the_admin_page(secured):
                 "inputs": [
                     {
                         "id": i["id"],
-                        "property": "n_clicks",
+                        "property": i["property"],
                         "value": 1 if i["id"] == button else None,
                     }
                     for i in dep["inputs"]
                 ],
-                "changedPropIds": [f"{button}.n_clicks"],
+                "changedPropIds": [
+                    f"{button}.{next(i['property'] for i in dep['inputs'] if i['id'] == button)}"
+                ],
                 "state": [{"id": "admin-token-id", "property": "value", "value": token_id}],
             },
         )

@@ -105,7 +105,13 @@ def layout_for(creds: Credentials) -> html.Div:
                         ]
                     ),
                     html.Button("Rotate", id=ids.ADMIN_ROTATE),
-                    html.Button("Revoke", id=ids.ADMIN_REVOKE),
+                    # Destructive: the browser asks first (submit_n_clicks fires on OK only).
+                    dcc.ConfirmDialogProvider(
+                        html.Button("Revoke"),
+                        id=ids.ADMIN_REVOKE,
+                        message="Revoke this token? Everything using it is refused from the "
+                        "next request on; this cannot be undone (create a new token instead).",
+                    ),
                 ],
                 className="admin-form",
             ),
@@ -133,7 +139,12 @@ def layout_for(creds: Credentials) -> html.Div:
                         ]
                     ),
                     html.Button("Add user", id=ids.ADMIN_USER_ADD),
-                    html.Button("Remove user", id=ids.ADMIN_USER_REMOVE),
+                    dcc.ConfirmDialogProvider(
+                        html.Button("Remove user"),
+                        id=ids.ADMIN_USER_REMOVE,
+                        message="Remove this user? Their sessions end at once; add them again "
+                        "to undo (with a new password).",
+                    ),
                 ],
                 className="admin-form",
             ),
@@ -197,7 +208,7 @@ def register(app: Dash, creds: Credentials) -> None:
     @app.callback(
         *token_outputs,
         Input(ids.ADMIN_ROTATE, "n_clicks"),
-        Input(ids.ADMIN_REVOKE, "n_clicks"),
+        Input(ids.ADMIN_REVOKE, "submit_n_clicks"),
         State(ids.ADMIN_TOKEN_ID, "value"),
         prevent_initial_call=True,
     )
@@ -253,7 +264,7 @@ def register(app: Dash, creds: Credentials) -> None:
 
     @app.callback(
         *user_outputs,
-        Input(ids.ADMIN_USER_REMOVE, "n_clicks"),
+        Input(ids.ADMIN_USER_REMOVE, "submit_n_clicks"),
         State(ids.ADMIN_USER_NAME, "value"),
         prevent_initial_call=True,
     )

@@ -581,11 +581,13 @@ def _editor(engine: str, profile: dict, editable: bool = True, fleet: Fleet = Fl
                         className="primary",
                         disabled=not editable,
                     ),
-                    html.Button(
-                        "Delete profile",
+                    # Destructive: the browser asks first (submit_n_clicks fires on OK only).
+                    dcc.ConfirmDialogProvider(
+                        html.Button("Delete profile", className="danger", disabled=not editable),
                         id=ids.RIGHTSIZING_DELETE,
-                        className="danger",
-                        disabled=not editable,
+                        message="Delete this engine's profile? Its bounds, replicas, SLO and "
+                        "prices go; the traffic stays. To undo, save the profile again "
+                        "(tokenshape engine set, or this form).",
                     ),
                     html.Span(
                         "" if editable else READ_ONLY, id=ids.RIGHTSIZING_SAVED, className="muted"
@@ -926,7 +928,7 @@ def register(
     @app.callback(
         Output(ids.RIGHTSIZING_SAVED, "children", allow_duplicate=True),
         Output(ids.RIGHTSIZING_RELOAD, "href", allow_duplicate=True),
-        Input(ids.RIGHTSIZING_DELETE, "n_clicks"),
+        Input(ids.RIGHTSIZING_DELETE, "submit_n_clicks"),
         State(ids.RIGHTSIZING_ENGINE, "data"),
         prevent_initial_call=True,
     )
