@@ -38,6 +38,7 @@ class Window:
     flt: Filter
     origin: datetime
     span_us: int
+    rows: int | None = None  # the filter's stored rows, when the caller has counted them
 
 
 class Copying(Protocol):
@@ -187,9 +188,11 @@ def trace_rows(
 def _slices(cur: duckdb.DuckDBPyConnection, window: Window) -> Iterator[Window]:
     """The window cut into equal spans of time holding about SLICE_ROWS rows each on average."""
     flt = window.flt
-    where, params = flt.where()
-    row = first_row(cur, f"SELECT count(*) FROM requests WHERE {where}", params)
-    n = int(row[0]) if row else 0
+    n = window.rows
+    if n is None:
+        where, params = flt.where()
+        row = first_row(cur, f"SELECT count(*) FROM requests WHERE {where}", params)
+        n = int(row[0]) if row else 0
     if n <= SLICE_ROWS or flt.start is None or flt.end is None:
         yield window
         return
@@ -197,7 +200,7 @@ def _slices(cur: duckdb.DuckDBPyConnection, window: Window) -> Iterator[Window]:
     step = (flt.end - flt.start) / k
     bounds = [flt.start + step * i for i in range(k)] + [flt.end]
     for lo, hi in zip(bounds, bounds[1:], strict=False):
-        yield replace(window, flt=replace(flt, start=lo, end=hi))
+        yield replace(window, flt=replace(flt, start=lo, end=hi), rows=None)
 
 
 def _ordered(

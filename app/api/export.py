@@ -75,7 +75,7 @@ def _ask(
 AskDep = Annotated[export.ExportAsk, Depends(_ask)]
 
 
-def _plan(db, settings, clock, ask: export.ExportAsk, cur) -> export.Plan:
+def _plan(settings, clock, ask: export.ExportAsk, cur) -> export.Plan:
     try:
         return export.plan(cur, ask, clock(), tz=settings.tz)
     except export.ExportError as exc:
@@ -91,7 +91,7 @@ def export_summary(
 ) -> dict:
     """What GET /api/export would write for the same parameters: counts, the distance of its
     ISL × OSL shape and arrival pattern from the source window, and notes."""
-    the_plan = _plan(db, settings, clock, ask, db.cursor())
+    the_plan = _plan(settings, clock, ask, db.cursor())
     return {**the_plan.summary.as_dict(), "lines": the_plan.summary.lines()}
 
 
@@ -111,7 +111,7 @@ def export_file(
     # The stream outlives this call and is read from other threads: a connection of its own.
     cur = db.new_cursor()
     try:
-        the_plan = _plan(db, settings, clock, ask, cur)
+        the_plan = _plan(settings, clock, ask, cur)
     except BaseException:
         cur.close()
         raise

@@ -249,7 +249,7 @@ def plan(
         origin = rows.first_started(cur, flt) or start
     assert origin is not None and flt.end is not None
     span_us = max(int((flt.end - origin).total_seconds() * 1_000_000), 1)
-    window = rows.Window(flt, origin, span_us)
+    window = rows.Window(flt, origin, span_us, n_rows)
     source = rows.cell_counts(cur, flt)
     cps = replay.copies(source, scale) if scale != 1 else None
     scaled = cps.counts(source) if cps else source
@@ -266,7 +266,7 @@ def plan(
     pick = rows.Selection(cps, quotas, ask.seed)
     notes = _notes(cur, ask, flt, n_rows, weight, now, tz)
     fid = _fidelity(cur, window, pick, source, total) if fidelity else None
-    if ask.fmt in TRACE_FORMATS and (zero := _zero_lengths(cur, window, pick)):
+    if ask.fmt in TRACE_FORMATS and (zero := rows.zero_length_rows(cur, window, pick)):
         notes.append(
             f"{zero:,} requests with 0 input or output tokens (errors, cancellations) are "
             "written with 1: a benchmark cannot ask for 0 tokens"
@@ -296,10 +296,6 @@ def _nothing(flt: Filter) -> str:
         + (f" for {narrowed}" if narrowed else "")
         + ": widen the window (--start/--end, start/end) or check the filters"
     )
-
-
-def _zero_lengths(cur: rows.Cursor, window: rows.Window, pick: rows.Selection) -> int:
-    return rows.zero_length_rows(cur, window, pick)
 
 
 def _notes(

@@ -86,10 +86,3 @@ def test_bucket_seconds_keeps_about_twenty_requests_a_bucket():
     assert replay.bucket_seconds(86_400, 5) == 86_400  # too few for any: the longest
     assert replay.bucket_words(60) == "minute" and replay.bucket_words(900) == "15 min"
     assert replay.bucket_words(3600) == "hour" and replay.bucket_words(7200) == "2 h"
-
-
-def test_the_export_query_numbers_cells_as_sizing_does() -> None:
-    """analytics.export may not import sizing, so it repeats the cell numbering: kept equal."""
-    from app.analytics import export
-
-    assert export.CELL_BASE == replay.CELL_BASE
