@@ -109,7 +109,9 @@ def test_rightsizing_page_recommends_and_a_profile_edit_changes_it(demo_live, br
     # Edit the profile: built for 8,192-token prompts now. Saving reloads with new numbers.
     page.fill(_field("max_input_len"), "8192")
     page.fill(_field("max_seq_len"), "16384")
+    first_save = page.url
     page.click("#rightsizing-save")
+    page.wait_for_url(lambda url: "saved=" in url and url != first_save, timeout=60_000)
     page.wait_for_function(
         "() => (document.querySelector('#rightsizing-verdict') || {}).innerText"
         "?.includes('Built for 8,192-token prompts')",

@@ -9,6 +9,7 @@ reloads the page with the new numbers."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import cast, get_args
@@ -900,6 +901,7 @@ def register(
             money_panel.for_engine, db, engine, clock(), tz, fleet, MONEY_WEEKS
         )
 
+    save_counter = itertools.count(1)
     names = [name for name, _, _ in SELECT_FIELDS] + [name for name, _ in NUMBER_FIELDS]
     names += ["hf_model", "hf_config", "startup_log"]
 
@@ -922,7 +924,9 @@ def register(
         if error:
             return error, dash.no_update
         base = (href or "/rightsizing?" + urlencode({"engine": engine})).split("&saved=")[0]
-        stamp = int(clock().timestamp())
+        # Unique per save: two saves within one second must still differ, or the Location
+        # sees the same href and does not reload.
+        stamp = f"{int(clock().timestamp())}-{next(save_counter)}"
         return "saved", f"{base}{'&' if '?' in base else '?'}saved={stamp}"
 
     @app.callback(
