@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
+import zoneinfo
 from pathlib import Path
 from typing import Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -268,13 +269,30 @@ class Settings(BaseSettings):
     @field_validator("tz", "report_tz")
     @classmethod
     def _known_zone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
+        if value not in zones():
             raise ValueError(
                 f"unknown time zone {value!r}: use an IANA name such as 'UTC' or 'Europe/Berlin'"
-            ) from exc
+                + (
+                    " (the host's aliases localtime and posixrules and the right/ and posix/ "
+                    "variants are not zones the database knows)"
+                    if value in ("localtime", "posixrules", "Factory")
+                    or value.startswith(("right/", "posix/"))
+                    else ""
+                )
+            )
         return value
+
+
+@functools.cache
+def zones() -> frozenset[str]:
+    """The IANA zones tokenshape draws and buckets in: zoneinfo's names less the host's
+    aliases and leap-second variants (localtime, posixrules, right/…), which DuckDB rejects."""
+    return frozenset(
+        name
+        for name in zoneinfo.available_timezones()
+        if not name.startswith(("posix/", "right/"))
+        and name not in ("localtime", "posixrules", "Factory")
+    )
 
 
 def setting_names() -> list[str]:

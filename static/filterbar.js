@@ -5,7 +5,8 @@
 //   what is submitted is what the user sees;
 // - dragging across a time chart sets the page's window (every chart, and the URL: Back
 //   returns), as in Grafana; the axes are drawn in the zone the form's data-tz names, the URL
-//   holds UTC;
+//   holds its own tz's wall clock (UTC without one);
+// - times in: the server's zone, UTC or this browser's, remembered in localStorage;
 // - auto-refresh: with refresh=N in the URL the page reloads every N seconds while visible;
 // - the top bar's links carry the view (window, times, filters) to the other filtered pages.
 // Delegated from the document and re-applied as Dash replaces the page's nodes on navigation.
@@ -29,18 +30,35 @@
     return wall - Math.floor(ms / 1000) * 1000;
   }
 
-  // A plotly date-axis value ("2026-11-18 08:30:12.5", wall clock in `tz`) as UTC minutes
-  // ("2026-11-18T13:30"), rounded down (start) or up (end).
-  function utcMinute(value, tz, up) {
+  // The instant (ms) a wall-clock time ("2026-11-18 08:30:12.5" or "2026-11-18T08:30") in `tz`
+  // names; null if it is not one.
+  function instant(value, tz) {
     var m = String(value).match(/^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):?(\d{2})?:?(\d{2})?(\.\d+)?)?/);
     if (!m) return null;
     var wall = Date.UTC(+m[1], +m[2] - 1, +m[3], +(m[4] || 0), +(m[5] || 0), +(m[6] || 0),
       Math.round(parseFloat(m[7] || "0") * 1000));
     var ms = wall - offset(wall, tz);
-    ms = wall - offset(ms, tz);  // again at the instant found: right across a DST change
+    return wall - offset(ms, tz);  // again at the instant found: right across a DST change
+  }
+
+  // The wall-clock minute ("2026-11-18T13:30") of the instant `ms` in `tz`.
+  function wallMinute(ms, tz) {
+    return new Date(ms + offset(ms, tz)).toISOString().slice(0, 16);
+  }
+
+  // A wall-clock time in `from` as the same instant's wall-clock minute in `to`, rounded down
+  // (start) or up (end).
+  function convert(value, from, to, up) {
+    var ms = instant(value, from);
+    if (ms === null) return null;
     var minute = 60000;
     ms = up ? Math.ceil(ms / minute) * minute : Math.floor(ms / minute) * minute;
-    return new Date(ms).toISOString().slice(0, 16);
+    return wallMinute(ms, to);
+  }
+
+  // The zone the URL's zone-less times are in: its tz, else UTC (links older than the switch).
+  function urlZone(url) {
+    return url.searchParams.get("tz") || "UTC";
   }
 
   function onRelayout(gd, event) {
@@ -54,16 +72,63 @@
     }
     if (a === undefined || b === undefined) return;  // autorange, a y zoom, a legend click
     var tz = form.getAttribute("data-tz") || "UTC";
-    var start = utcMinute(a, tz, false), end = utcMinute(b, tz, true);
-    if (!start || !end || start >= end) return;
     var url = new URL(window.location.href);
+    var zone = urlZone(url);
+    var start = convert(a, tz, zone, false), end = convert(b, tz, zone, true);
+    if (!start || !end || start >= end) return;
     url.searchParams.set("window", "custom");
     url.searchParams.set("start", start);
     url.searchParams.set("end", end);
     window.location.assign(url.toString());
   }
 
+  // The zone switch: the browser's own zone is offered, the choice remembered, and typed times
+  // moved with it (the same instants, read in the new zone).
+  var PREF = "tokenshape.tz";
+  function browserZone() {
+    try { return Intl.DateTimeFormat().resolvedOptions().timeZone || null; } catch (e) { return null; }
+  }
+
+  function offerBrowserZone() {
+    var select = document.getElementById("filter-tz");
+    var zone = browserZone();
+    if (!select || !zone || select.__tokenshapeZone) return;
+    select.__tokenshapeZone = true;
+    select.dataset.shown = select.value;
+    for (var i = 0; i < select.options.length; i++) {
+      if (select.options[i].value === zone) {
+        select.options[i].text += " · this browser";
+        return;
+      }
+    }
+    var option = document.createElement("option");
+    option.value = zone;
+    option.text = zone + " (this browser)";
+    select.appendChild(option);
+  }
+
+  // A remembered zone applies to a page opened without one (its zone-less times, UTC, are
+  // rewritten into it so the window stays the same).
+  function applyPreference() {
+    var form = bar();
+    var url = new URL(window.location.href);
+    var wanted = null;
+    try { wanted = window.localStorage.getItem(PREF); } catch (e) { return; }
+    if (!form || !wanted || url.searchParams.get("tz")) return;
+    if (wanted === (form.getAttribute("data-server-tz") || "UTC")) return;
+    ["start", "end"].forEach(function (key) {
+      var value = url.searchParams.get(key);
+      if (value && !/(Z|[+-]\d{2}:?\d{2})$/.test(value)) {
+        var moved = convert(value, "UTC", wanted, key === "end");
+        if (moved) url.searchParams.set(key, moved);
+      }
+    });
+    url.searchParams.set("tz", wanted);
+    window.location.replace(url.toString());
+  }
+
   function upgrade() {
+    offerBrowserZone();
     FIELDS.forEach(function (id) {
       var field = document.getElementById(id);
       if (field && field.type === "text") {
@@ -85,6 +150,13 @@
     childList: true, subtree: true,
   });
   document.addEventListener("DOMContentLoaded", upgrade);
+  var preferenceChecked = false;
+  new MutationObserver(function () {
+    if (!preferenceChecked && bar()) {
+      preferenceChecked = true;
+      applyPreference();
+    }
+  }).observe(document.documentElement, { childList: true, subtree: true });
   document.addEventListener("input", function (event) {
     var target = event.target;
     if (!target || FIELDS.indexOf(target.id) < 0 || !target.value) return;
@@ -93,6 +165,16 @@
   });
   document.addEventListener("change", function (event) {
     var target = event.target;
+    if (target && target.id === "filter-tz") {
+      var was = target.dataset.shown || "UTC";
+      FIELDS.forEach(function (id) {
+        var field = document.getElementById(id);
+        if (field && field.value) field.value = convert(field.value, was, target.value, false) || field.value;
+      });
+      target.dataset.shown = target.value;
+      try { window.localStorage.setItem(PREF, target.value); } catch (e) { /* private mode */ }
+      return;
+    }
     if (!target || target.id !== "filter-window" || target.value === "custom") return;
     FIELDS.forEach(function (id) {
       var field = document.getElementById(id);
@@ -103,7 +185,7 @@
   // Filters survive moving between pages: a link in the top bar carries the view to the other
   // filtered pages, and the engine to the pages of one engine.
   var FILTERED = ["/", "/shapes", "/latency", "/traffic"];
-  var KEYS = ["window", "start", "end", "model", "engine", "gateway", "tenant", "refresh"];
+  var KEYS = ["window", "start", "end", "model", "engine", "gateway", "tenant", "refresh", "tz"];
   var ENGINE_PAGES = ["/rightsizing", "/seasonal", "/compare"];
   document.addEventListener("click", function (event) {
     var link = event.target && event.target.closest && event.target.closest(".topbar nav a");

@@ -31,7 +31,7 @@ from app.cli import (
     users,
 )
 from app.cli.serve import cmd_serve
-from app.storage.database import DatabaseLocked
+from app.storage.database import DatabaseLocked, DatabaseUnreadable
 
 __all__ = ["build_parser", "cmd_serve", "main"]  # cmd_serve: what a compose `command:` must reach
 
@@ -84,6 +84,9 @@ def main(argv: Iterable[str] | None = None) -> int:
                 "or through /api/tokens and /api/users with an admin token",
                 file=sys.stderr,
             )
+        return 2
+    except DatabaseUnreadable as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())

@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
+from zoneinfo import ZoneInfo
 
 from dash import dcc, html
 
 from app.analytics import overview, sampling
 from app.analytics.filters import Filter
+from app.config import zones
 from app.dashboard import ids
 from app.services import status
 from app.storage.database import Database
@@ -45,6 +47,8 @@ class View:
     choices: dict[str, str]
     problems: tuple[str, ...] = ()
     refresh: str = ""  # a key of REFRESH
+    tz: str = "UTC"  # the zone times are shown in (the URL's `tz`, else the server's)
+    tz_asked: bool = False  # the URL names the zone: its zone-less times are in it
 
     def filter(self) -> Filter:
         """The analytics filter of this view."""
@@ -55,24 +59,40 @@ class View:
         )
 
 
-def parse_time(text: object) -> datetime | None:
-    """An ISO 8601 time from a URL query (UTC when it names no zone); None if absent or broken."""
+def parse_time(text: object, zone: str = "UTC") -> datetime | None:
+    """An ISO 8601 time from a URL query (in `zone` when it names none); None if absent or
+    broken."""
     if not text or not isinstance(text, str):
         return None
     try:
         value = datetime.fromisoformat(text)
     except ValueError:
         return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if value.tzinfo:
+        return value
+    return value.replace(tzinfo=UTC if zone == "UTC" else ZoneInfo(zone))
 
 
-def parse_query(query: dict, now: datetime) -> View:
+def parse_query(query: dict, now: datetime, default_tz: str = "UTC") -> View:
     """The view a URL query describes; a broken value falls back to a default and says so in
-    `problems` (shown under the bar), never silently."""
+    `problems` (shown under the bar), never silently. Times are shown in the URL's `tz`, else
+    `default_tz`; zone-less times in the URL are in its `tz`, else UTC (so links made before
+    the zone switch restore exactly)."""
     asked = str(query.get("window") or "")
     window = asked or "7d"
     start = end = None
     problems: list[str] = []
+    tz, tz_asked = default_tz, False
+    if query.get("tz"):
+        wanted = str(query["tz"])
+        if wanted in zones():
+            tz, tz_asked = wanted, True
+        else:
+            problems.append(
+                f"“tz”: {wanted[:40]!r} is not an IANA time zone (e.g. UTC, Europe/Berlin); "
+                f"times are shown in {default_tz}."
+            )
+    url_zone = tz if tz_asked else "UTC"
     if window not in (*WINDOWS, "custom"):
         problems.append(
             f"“window”: {asked[:40]!r} is not one of {', '.join(WINDOWS)} or custom; showing "
@@ -84,7 +104,8 @@ def parse_query(query: dict, now: datetime) -> View:
     if window != "custom" and (query.get("start") or query.get("end")):
         window = "custom"
     if window == "custom":
-        start, end = parse_time(query.get("start")), parse_time(query.get("end"))
+        start = parse_time(query.get("start"), url_zone)
+        end = parse_time(query.get("end"), url_zone)
         for label, text, value in (
             ("from", query.get("start"), start),
             ("to", query.get("end"), end),
@@ -92,11 +113,12 @@ def parse_query(query: dict, now: datetime) -> View:
             if text and value is None:
                 problems.append(
                     f"“{label}”: {str(text)[:40]!r} is not a time; use e.g. 2026-11-20T08:00 "
-                    f"(UTC). The window is open-ended on that side."
+                    f"({url_zone}). The window is open-ended on that side."
                 )
         if start and end and start >= end:
             problems.append(
-                f"“from” was after “to”: showing {_short(end)} to {_short(start)} instead."
+                f"“from” was after “to”: showing {_short(end, tz)} to {_short(start, tz)} "
+                f"({tz}) instead."
             )
             start, end = end, start
     else:
@@ -109,7 +131,7 @@ def parse_query(query: dict, now: datetime) -> View:
             f"“refresh”: {refresh[:20]!r} is not one of 30, 60 or 300 seconds; auto-refresh is off."
         )
         refresh = ""
-    return View(window, start, end, choices, tuple(problems), refresh)
+    return View(window, start, end, choices, tuple(problems), refresh, tz, tz_asked)
 
 
 def zoom_out(view: View, query: dict, now: datetime) -> str | None:
@@ -123,13 +145,18 @@ def zoom_out(view: View, query: dict, now: datetime) -> str | None:
     new_start = new_end - 2 * span
     keep = {k: str(v) for k, v in query.items() if v and k not in ("window", "start", "end")}
     fmt = "%Y-%m-%dT%H:%M"
-    keep |= {"window": "custom", "start": new_start.astimezone(UTC).strftime(fmt)}
-    keep["end"] = new_end.astimezone(UTC).strftime(fmt)
+    zone = _zone(view.tz if view.tz_asked else "UTC")
+    keep |= {"window": "custom", "start": new_start.astimezone(zone).strftime(fmt)}
+    keep["end"] = new_end.astimezone(zone).strftime(fmt)
     return "?" + urlencode(keep)
 
 
-def _short(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+def _zone(name: str):  # type: ignore[no-untyped-def]
+    return UTC if name == "UTC" else ZoneInfo(name)
+
+
+def _short(t: datetime, tz: str = "UTC") -> str:
+    return t.astimezone(_zone(tz)).strftime("%Y-%m-%d %H:%M")
 
 
 def _span(delta: timedelta) -> str:
@@ -150,13 +177,14 @@ def _span(delta: timedelta) -> str:
 
 def range_words(view: View, now: datetime) -> str:
     """The window the page shows, in words: 'Showing 2026-11-22 12:00 to 2026-11-29 12:00 UTC
-    (7 days)'; open ends say where they stop."""
+    (7 days)', in the view's zone; open ends say where they stop."""
     if view.start is None and view.end is None:
         return "Showing all stored requests (all time)."
-    lo = f"{_short(view.start)}" if view.start else "the first request"
-    hi = _short(view.end) if view.end else f"now ({_short(now)})"
+    tz = view.tz
+    lo = f"{_short(view.start, tz)}" if view.start else "the first request"
+    hi = _short(view.end, tz) if view.end else f"now ({_short(now, tz)})"
     span = f" ({_span((view.end or now) - view.start)})" if view.start else ""
-    return f"Showing {lo} to {hi} UTC{span}."
+    return f"Showing {lo} to {hi} {tz}{span}."
 
 
 def _select(name: str, label: str, values: list[str], chosen: str | None, blank: str):
@@ -168,11 +196,11 @@ def _select(name: str, label: str, values: list[str], chosen: str | None, blank:
     return html.Label([html.Span(label), html.Select(options, name=name, id=f"filter-{name}")])
 
 
-def _time_input(name: str, label: str, value: datetime | None) -> html.Label:
+def _time_input(name: str, label: str, value: datetime | None, tz: str) -> html.Label:
     # Text that static/filterbar.js turns into a native date-time picker (dcc.Input knows no
-    # datetime-local); its value, zone-less, is read as UTC (the label says so). The
-    # placeholder names the format, so it never passes for a value.
-    text = value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M") if value else ""
+    # datetime-local); its value, zone-less, is in the zone the form submits with it (the
+    # label says which). The placeholder names the format, so it never passes for a value.
+    text = value.astimezone(_zone(tz)).strftime("%Y-%m-%dT%H:%M") if value else ""
     return html.Label(
         [
             html.Span(label),
@@ -231,8 +259,12 @@ def render(
         ]
     )
     custom = [
-        _time_input("start", "from (UTC)", view.start if view.window == "custom" else None),
-        _time_input("end", "to (UTC)", view.end if view.window == "custom" else None),
+        _time_input(
+            "start", f"from ({view.tz})", view.start if view.window == "custom" else None, view.tz
+        ),
+        _time_input(
+            "end", f"to ({view.tz})", view.end if view.window == "custom" else None, view.tz
+        ),
     ]
     selects = [
         _select(d, d, values.get(d, []), view.choices.get(d), f"all {d}s") for d in DIMENSIONS
@@ -243,6 +275,7 @@ def render(
             *custom,
             *selects,
             *(extra or []),
+            _zone_select(view, tz),
             html.Button("Apply", type="submit", id=ids.FILTER_APPLY),
             choice("refresh", "auto-refresh", REFRESH, view.refresh),
             *(_range(view, now, query or {}) if now is not None else []),
@@ -253,7 +286,27 @@ def render(
         className="filterbar",
         id=ids.FILTER_BAR,
         # data-* is a wildcard prop Dash's typed signature does not list.
-        **{"data-tz": tz},  # type: ignore[arg-type]
+        **{"data-tz": view.tz, "data-server-tz": tz},  # type: ignore[arg-type]
+    )
+
+
+def _zone_select(view: View, server_tz: str) -> html.Label:
+    # The server's zone, UTC, and the URL's if another; static/filterbar.js adds the browser's
+    # own zone and remembers the choice. Always submitted, so typed times are read in it.
+    options = {server_tz: f"{server_tz} (server)", "UTC": "UTC"}
+    options.setdefault(view.tz, view.tz)
+    return html.Label(
+        [
+            html.Span("times in"),
+            html.Select(
+                [
+                    html.Option(text, value=v, selected=(v == view.tz))
+                    for v, text in options.items()
+                ],
+                name="tz",
+                id=ids.FILTER_TZ,
+            ),
+        ]
     )
 
 
@@ -314,9 +367,9 @@ def prepare(
     tz: str = "UTC",
 ) -> tuple[View, Filter, html.Form]:
     """What every filtered page starts with: the view, its filter, and the filter bar (which
-    says so when the window's counts are estimated from sampled rows); `tz`, the zone the
-    page's time axes are drawn in."""
-    view = parse_query(query, now)
+    says so when the window's counts are estimated from sampled rows); `tz`, the server's zone,
+    shown unless the URL names another (`view.tz` is the one to draw the page's times in)."""
+    view = parse_query(query, now, tz)
     flt = view.filter()
     note = sampling.sampling(db.cursor(), flt).note()
     return view, flt, render(view, choices(db), extra, note, now, query, tz)

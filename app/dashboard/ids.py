@@ -8,6 +8,7 @@ FILTER_BAR = "filter-bar"
 FILTER_APPLY = "filter-apply"
 FILTER_RANGE = "filter-range"  # the window the page shows, in words
 FILTER_ZOOM_OUT = "filter-zoom-out"
+FILTER_TZ = "filter-tz"
 SAMPLING_NOTE = "sampling-note"
 SHAPES_HEATMAP = "shapes-heatmap"
 SHAPES_TOTAL = "shapes-total"

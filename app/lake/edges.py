@@ -22,6 +22,7 @@ from functools import lru_cache
 import duckdb
 import numpy as np
 
+from app.storage import offline
 from app.storage.rollups import BUCKET_LIMIT, GAMMA, bucket_sql
 
 _SMALLEST = 1  # bit pattern of the smallest positive double (4.9e-324)
@@ -47,7 +48,7 @@ def _doubles(bits: np.ndarray) -> np.ndarray:
 @lru_cache(maxsize=1)
 def bucket_edges() -> tuple[float, ...]:
     """Lower edge of each bucket -BUCKET_LIMIT..BUCKET_LIMIT (index 0 is -BUCKET_LIMIT)."""
-    con = duckdb.connect()
+    con = offline.connect()
     try:
         return tuple(_edges(con).tolist())
     finally:

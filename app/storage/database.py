@@ -15,6 +15,7 @@ import duckdb
 from app.storage import migrate
 from app.storage.backup import backup_dir
 from app.storage.files import fsync_dir, restrict_umask, tighten_and_log
+from app.storage.offline import connect
 
 
 class DatabaseLocked(RuntimeError):
@@ -27,6 +28,41 @@ class DatabaseLocked(RuntimeError):
             f"{path} is in use by {who} (a running tokenshape server?). "
             "Stop it first, or send the data over HTTP instead: POST /v1/requests."
         )
+
+
+class DatabaseUnreadable(RuntimeError):
+    """The database file exists but cannot be opened as DuckDB: damaged, truncated, empty,
+    another format, or of a newer DuckDB."""
+
+    def __init__(self, path: Path, detail: str):
+        kind = _what_it_is(path)
+        first = detail.strip().splitlines()[0] if detail.strip() else "unknown error"
+        super().__init__(
+            f"{path} cannot be opened as a tokenshape database ({kind}; DuckDB says: {first}). "
+            "If TOKENSHAPE_DB points at the wrong file, fix it; if the file is damaged, move it "
+            "and its .wal aside, copy a backup from backups/ into its place and start again "
+            "(the journal beside it replays what was acknowledged since; docs/operations.md, "
+            "Restore)."
+        )
+
+
+def _what_it_is(path: Path) -> str:
+    """The file's format from its first bytes, for the one line an operator reads."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(16)
+        size = path.stat().st_size
+    except OSError as exc:
+        return f"unreadable: {exc.strerror}"
+    if size == 0:
+        return "the file is empty"
+    if head.startswith(b"SQLite format 3"):
+        return "it is a SQLite file"
+    if head.startswith(b"PAR1"):
+        return "it is a Parquet file"
+    if head[8:12] == b"DUCK":
+        return f"a DuckDB file of {size:,} bytes, damaged, truncated or from a newer DuckDB"
+    return f"not a DuckDB file: {size:,} bytes without DuckDB's header"
 
 
 class Database:
@@ -51,14 +87,19 @@ class Database:
                 if self._con is None:
                     self.revision = migrate.upgrade(self.path)
             if self._con is None:
-                self._con = duckdb.connect(str(self.path), read_only=self.read_only)
+                self._con = connect(str(self.path), read_only=self.read_only)
         except duckdb.IOException as exc:
             if "lock" in str(exc).lower():
                 raise DatabaseLocked(self.path, str(exc)) from None
+            if self.path.is_file():
+                raise DatabaseUnreadable(self.path, str(exc)) from None
             raise
         except Exception as exc:  # SQLAlchemy wraps DuckDB's lock error during migration
             if "lock" in str(exc).lower() and "conflicting" in str(exc).lower():
                 raise DatabaseLocked(self.path, str(exc)) from None
+            if isinstance(getattr(exc, "orig", exc), duckdb.Error) and self.path.is_file():
+                detail = str(getattr(exc, "orig", exc))
+                raise DatabaseUnreadable(self.path, detail.split("] ", 1)[-1]) from None
             raise
         if created and self.path.exists():
             fsync_dir(self.path.parent)  # the new file's name is durable, not only its bytes
@@ -85,7 +126,7 @@ class Database:
         if not self.path.is_file():
             return None
         try:
-            con = duckdb.connect(str(self.path))
+            con = connect(str(self.path))
         except duckdb.Error:
             return None
         try:

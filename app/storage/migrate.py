@@ -13,6 +13,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
+from app.storage.offline import OFFLINE
+
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 
 
@@ -47,7 +49,9 @@ def upgrade(db_path: Path) -> str:
     db_path.parent.mkdir(parents=True, exist_ok=True)
     cfg = _config()
     # NullPool: the file must be closed again before the server opens it with its own settings.
-    engine = create_engine(f"duckdb:///{db_path}", poolclass=NullPool)
+    engine = create_engine(
+        f"duckdb:///{db_path}", poolclass=NullPool, connect_args={"config": dict(OFFLINE)}
+    )
     try:
         with engine.begin() as connection:
             cfg.attributes["connection"] = connection

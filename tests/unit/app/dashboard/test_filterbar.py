@@ -115,3 +115,44 @@ def test_zoom_out_doubles_the_window_around_its_middle_and_keeps_the_rest():
     assert filterbar.zoom_out(filterbar.parse_query({"window": "all"}, NOW), {}, NOW) is None
     bad = filterbar.parse_query({"refresh": "5"}, NOW)
     assert bad.refresh == "" and "'5' is not one of 30, 60 or 300 seconds" in bad.problems[0]
+
+
+def test_the_urls_zone_reads_its_zone_less_times_and_shows_every_time_in_it():
+    query = {"tz": "Europe/Berlin", "window": "custom", "start": "2026-06-01T00:30"}
+    view = filterbar.parse_query(query | {"end": "2026-06-02T00:30"}, NOW, "UTC")
+    assert (view.tz, view.tz_asked, view.problems) == ("Europe/Berlin", True, ())
+    assert view.start == datetime(2026, 5, 31, 22, 30, tzinfo=UTC)  # CEST is UTC+2
+    assert "2026-06-01 00:30 to 2026-06-02 00:30 Europe/Berlin (24 hours)" in (
+        filterbar.range_words(view, NOW)
+    )
+    # A zoom out stays in the URL's zone: the same wall clock the user reads.
+    href = filterbar.zoom_out(view, query | {"end": "2026-06-02T00:30"}, NOW)
+    assert "start=2026-05-31T12%3A30" in href and "tz=Europe%2FBerlin" in href
+
+
+def test_without_a_zone_in_the_url_times_stay_utc_and_show_in_the_servers_zone():
+    view = filterbar.parse_query(
+        {"window": "custom", "start": "2026-01-10T12:00", "end": "2026-01-10T18:00"},
+        NOW,
+        "America/Sao_Paulo",
+    )
+    assert view.start == datetime(2026, 1, 10, 12, tzinfo=UTC) and not view.tz_asked
+    assert "2026-01-10 09:00 to 2026-01-10 15:00 America/Sao_Paulo" in (
+        filterbar.range_words(view, NOW)
+    )
+
+
+def test_a_zone_the_database_would_refuse_is_named_and_the_servers_is_used():
+    for bad in ("localtime", "posixrules", "right/UTC", "Mars/Olympus", "../../etc/passwd"):
+        view = filterbar.parse_query({"tz": bad}, NOW, "Asia/Kolkata")
+        assert view.tz == "Asia/Kolkata" and not view.tz_asked
+        assert len(view.problems) == 1 and "“tz”" in view.problems[0]
+
+
+def test_the_bar_offers_the_servers_zone_and_utc_and_labels_the_times_with_the_shown_zone():
+    view = filterbar.parse_query({"tz": "Australia/Lord_Howe", "window": "24h"}, NOW, "UTC")
+    form = filterbar.render(view, {}, now=NOW, tz="Europe/Berlin")
+    text = str(form.to_plotly_json())
+    assert "Europe/Berlin (server)" in text and "Australia/Lord_Howe" in text
+    assert "from (Australia/Lord_Howe)" in text
+    assert form.to_plotly_json()["props"]["data-tz"] == "Australia/Lord_Howe"
