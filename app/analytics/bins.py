@@ -31,5 +31,7 @@ def edges_for(scheme: str, width: int | None = None, top: int = 0) -> tuple[int,
 
 def case_sql(column: str, edges: tuple[int, ...]) -> tuple[str, list[int]]:
     """A CASE expression giving the bin index of `column`, with the edges as parameters."""
+    if len(edges) < 2:  # one bin (an empty window, a width above every value): no WHEN at all
+        return "(0)", []
     whens = " ".join(f"WHEN {column} < ? THEN {i}" for i in range(len(edges) - 1))
     return f"(CASE {whens} ELSE {len(edges) - 1} END)", list(edges[1:])

@@ -3,14 +3,36 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from app.storage.schema import WEIGHT
 
 # The requests a stored row stands for, 1 / sample_rate (NULL: 1). Every count is sum(WEIGHT),
 # every rate and share a ratio of such sums, every quantile a weighted quantile. Re-exported
 # here so analytics, goodput and the services weigh rows by one expression.
-__all__ = ["WEIGHT", "Filter"]
+__all__ = ["EARLIEST", "LATEST", "WEIGHT", "Filter", "time_problem"]
+
+# The times a window may name: every bucket, zone shift and interval sum stays inside Python's
+# and DuckDB's calendars (year 1 or 9999 with an offset overflows both).
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(2200, 1, 1, tzinfo=UTC)
+
+
+def time_problem(name: str, value: datetime | None) -> str | None:
+    """What is wrong with a window bound outside EARLIEST…LATEST, naming it; None if fine."""
+    if value is None:
+        return None
+    aware = value if value.tzinfo else value.replace(tzinfo=UTC)
+    try:
+        inside = EARLIEST <= aware < LATEST
+    except OverflowError:  # year 1 with a positive offset is before year 1 in UTC
+        inside = False
+    if inside:
+        return None
+    return (
+        f"{name}: {value.isoformat()} is outside the supported range "
+        f"{EARLIEST:%Y-%m-%d} to {LATEST:%Y-%m-%d} (UTC)"
+    )
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 from dash import dcc, html
 
 from app.analytics import overview, sampling
-from app.analytics.filters import Filter
+from app.analytics.filters import Filter, time_problem
 from app.config import zones
 from app.dashboard import ids
 from app.services import status
@@ -68,9 +68,9 @@ def parse_time(text: object, zone: str = "UTC") -> datetime | None:
         value = datetime.fromisoformat(text)
     except ValueError:
         return None
-    if value.tzinfo:
-        return value
-    return value.replace(tzinfo=UTC if zone == "UTC" else ZoneInfo(zone))
+    if not value.tzinfo:
+        value = value.replace(tzinfo=UTC if zone == "UTC" else ZoneInfo(zone))
+    return None if time_problem("time", value) else value
 
 
 def parse_query(query: dict, now: datetime, default_tz: str = "UTC") -> View:
@@ -112,8 +112,8 @@ def parse_query(query: dict, now: datetime, default_tz: str = "UTC") -> View:
         ):
             if text and value is None:
                 problems.append(
-                    f"“{label}”: {str(text)[:40]!r} is not a time; use e.g. 2026-11-20T08:00 "
-                    f"({url_zone}). The window is open-ended on that side."
+                    f"“{label}”: {str(text)[:40]!r} is not a time between 1970 and 2200; use "
+                    f"e.g. 2026-11-20T08:00 ({url_zone}). The window is open-ended on that side."
                 )
         if start and end and start >= end:
             problems.append(

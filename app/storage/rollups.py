@@ -69,6 +69,8 @@ def bucket_sql(column: str) -> str:
 
 
 def _bin_sql(column: str, edges: tuple[int, ...]) -> str:
+    if len(edges) < 2:  # one bin: CASE needs at least one WHEN
+        return "(0)"
     whens = " ".join(f"WHEN {column} < {edge} THEN {i}" for i, edge in enumerate(edges[1:]))
     return f"(CASE {whens} ELSE {len(edges) - 1} END)"
 

@@ -30,6 +30,9 @@ def test_query_to_view_and_filter():
     broken = filterbar.parse_query({"window": "custom", "start": "soon"}, NOW)
     assert broken.start is None
     assert "'soon' is not a time" in broken.problems[0]  # said on the page, not swallowed
+    for edge in ("0001-01-01T00:00:00+05:00", "9999-12-31T23:00:00-05:00"):
+        far = filterbar.parse_query({"window": "custom", "end": edge}, NOW)
+        assert far.end is None and "between 1970 and 2200" in far.problems[0]
     form = filterbar.render(broken, {})
     assert any(getattr(c, "className", "") == "field-error" for c in form.children)
 
