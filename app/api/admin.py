@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from app.auth.bearer import require_scope
 from app.server.deps import CredentialsDep
-from app.services.credentials import TokenInfo
+from app.services.credentials import TokenInfo, UserExists
 
 router = APIRouter(tags=["admin"], dependencies=[Depends(require_scope("admin"))])
 _ERRORS: dict[int | str, dict[str, Any]] = {  # FastAPI's type for `responses`
@@ -114,11 +114,18 @@ def list_users(creds: CredentialsDep) -> list[UserOut]:
     return [UserOut(**u.__dict__) for u in creds.users()]
 
 
-@router.post("/api/users", response_model=UserOut, status_code=201, responses=_ERRORS)
+@router.post(
+    "/api/users",
+    response_model=UserOut,
+    status_code=201,
+    responses=_ERRORS | {409: {"description": "A user of that name exists."}},
+)
 def add_user(body: UserIn, creds: CredentialsDep) -> UserOut:
     """Add a dashboard user."""
     try:
         user = creds.add_user(body.name, body.password, body.role)
+    except UserExists as exc:  # before ValueError, which it is
+        raise HTTPException(409, str(exc)) from None
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from None
     return UserOut(**user.__dict__)

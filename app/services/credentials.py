@@ -10,9 +10,9 @@ from app.auth.state import AuthState
 from app.storage import tokens, users
 from app.storage.database import Database
 from app.storage.tokens import SCOPES, TokenInfo
-from app.storage.users import ROLES, UserInfo
+from app.storage.users import ROLES, UserExists, UserInfo
 
-__all__ = ["ROLES", "SCOPES", "Credentials", "TokenInfo", "UserInfo"]
+__all__ = ["ROLES", "SCOPES", "Credentials", "TokenInfo", "UserExists", "UserInfo"]
 
 
 class Credentials:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+import random
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import duckdb
 
@@ -27,3 +30,33 @@ def rollback(con: duckdb.DuckDBPyConnection) -> None:
         con.execute("ROLLBACK")
     except duckdb.TransactionException:
         pass
+
+
+T = TypeVar("T")
+
+
+def transaction(
+    con: duckdb.DuckDBPyConnection,
+    work: Callable[[duckdb.DuckDBPyConnection], T],
+    attempts: int = 8,
+) -> T:
+    """Run `work` as one transaction, again from the start when DuckDB reports a write-write
+    conflict (another transaction changed the same rows first): `work` states its conditions
+    in its statements (UPDATE … WHERE revoked_at IS NULL RETURNING), so a retry sees the
+    winner's result and answers accordingly, never a 500 and never both."""
+    for attempt in range(attempts):
+        con.execute("BEGIN TRANSACTION")
+        try:
+            result = work(con)
+            con.execute("COMMIT")
+            return result
+        except duckdb.TransactionException as exc:
+            rollback(con)
+            if "conflict" not in str(exc).lower() or attempt == attempts - 1:
+                raise
+            # Jittered backoff: the racers spread out instead of colliding again.
+            time.sleep(random.uniform(0, 0.002 * 2**attempt))
+        except BaseException:
+            rollback(con)
+            raise
+    raise AssertionError("unreachable")  # the last attempt returns or raises

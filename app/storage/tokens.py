@@ -11,7 +11,7 @@ from datetime import datetime
 
 import duckdb
 
-from app.storage.rows import first_row, rollback
+from app.storage.rows import first_row, transaction
 
 SCOPES = ("ingest", "read", "admin")
 PREFIX = "tks_"
@@ -65,6 +65,10 @@ def create(con: duckdb.DuckDBPyConnection, gateway: str, scope: str) -> tuple[st
     gateway = gateway.strip()
     if not gateway or len(gateway) > 128:
         raise ValueError("gateway name must be 1 to 128 characters")
+    return _insert(con, gateway, scope)
+
+
+def _insert(con: duckdb.DuckDBPyConnection, gateway: str, scope: str) -> tuple[str, TokenInfo]:
     body = "".join(secrets.choice(_ALPHABET) for _ in range(_BODY_LEN))
     token = PREFIX + body + _checksum(body)
     token_id = body[:8]
@@ -110,33 +114,39 @@ def _id_of(token_id: str) -> str:
 
 
 def revoke(con: duckdb.DuckDBPyConnection, token_id: str) -> bool:
-    """Revoke by id (or by display prefix); False if no live token matched."""
-    row = first_row(
+    """Revoke by id (or by display prefix); False if no live token matched (a concurrent
+    revoke or rotation that won counts: the token is not live)."""
+    token_id = _id_of(token_id)
+    return transaction(
         con,
-        "UPDATE tokens SET revoked_at = now() WHERE id = ? AND revoked_at IS NULL RETURNING id",
-        [_id_of(token_id)],
+        lambda c: (
+            first_row(
+                c,
+                "UPDATE tokens SET revoked_at = now() WHERE id = ? AND revoked_at IS NULL "
+                "RETURNING id",
+                [token_id],
+            )
+            is not None
+        ),
     )
-    return row is not None
 
 
 def rotate(con: duckdb.DuckDBPyConnection, token_id: str) -> tuple[str, TokenInfo] | None:
-    """Replace a live token by a new one with the same gateway and scope; the old one is
-    revoked in the same transaction. None if no live token matched."""
+    """Replace a live token by a new one with the same gateway and scope, in one transaction
+    whose condition is the old token being live: of racing rotations (or a rotation and a
+    revoke) one wins and the others find nothing live. None if no live token matched."""
     token_id = _id_of(token_id)
-    row = first_row(
-        con, "SELECT gateway, scope FROM tokens WHERE id = ? AND revoked_at IS NULL", [token_id]
-    )
-    if row is None:
-        return None
-    con.execute("BEGIN TRANSACTION")
-    try:
-        created = create(con, row[0], row[1])
-        con.execute("UPDATE tokens SET revoked_at = now() WHERE id = ?", [token_id])
-        con.execute("COMMIT")
-    except Exception:
-        rollback(con)
-        raise
-    return created
+
+    def work(c: duckdb.DuckDBPyConnection) -> tuple[str, TokenInfo] | None:
+        row = first_row(
+            c,
+            "UPDATE tokens SET revoked_at = now() WHERE id = ? AND revoked_at IS NULL "
+            "RETURNING gateway, scope",
+            [token_id],
+        )
+        return None if row is None else _insert(c, row[0], row[1])
+
+    return transaction(con, work)
 
 
 def touch(con: duckdb.DuckDBPyConnection, token_id: str) -> None:

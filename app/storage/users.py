@@ -17,7 +17,7 @@ from app.storage.passwords import (
     needs_rehash,
     verify_password,
 )
-from app.storage.rows import first_row
+from app.storage.rows import first_row, transaction
 
 log = logging.getLogger(__name__)
 
@@ -52,18 +52,34 @@ def _check(name: str, role: str) -> None:
         raise ValueError(f"unknown role {role!r}: choose viewer or admin")
 
 
+class UserExists(ValueError):
+    """A user of that name exists already (perhaps created a moment ago by a concurrent add)."""
+
+    def __init__(self, name: str):
+        super().__init__(
+            f"user {name!r} already exists; change it with `tokenshape user passwd` or the "
+            "Admin page"
+        )
+
+
 def add(con: duckdb.DuckDBPyConnection, name: str, password: str, role: str) -> UserInfo:
-    """Create a user; ValueError naming the problem if the name, role or password is unfit."""
+    """Create a user; ValueError naming the problem if the name, role or password is unfit,
+    UserExists if the name is taken (the primary key decides between concurrent adds)."""
     _check(name, role)
     check_strength(password)
-    if get(con, name) is not None:
-        raise ValueError(f"user {name!r} already exists; change it with `tokenshape user passwd`")
-    row = first_row(
-        con,
-        "INSERT INTO users (name, password_hash, role, created_at) VALUES (?, ?, ?, now()) "
-        "RETURNING created_at",
-        [name, hash_password(password), role],
-    )
+    hashed = hash_password(password)
+    try:
+        row = transaction(
+            con,
+            lambda c: first_row(
+                c,
+                "INSERT INTO users (name, password_hash, role, created_at) "
+                "VALUES (?, ?, ?, now()) RETURNING created_at",
+                [name, hashed, role],
+            ),
+        )
+    except duckdb.ConstraintException:
+        raise UserExists(name) from None
     assert row is not None
     return UserInfo(name, role, row[0], None)
 
@@ -137,25 +153,41 @@ def _best_effort(con: duckdb.DuckDBPyConnection, sql: str, values: list, what: s
 def set_password(con: duckdb.DuckDBPyConnection, name: str, password: str) -> bool:
     """Change a password and end the user's sessions; False if there is no such user."""
     check_strength(password)
-    row = first_row(
+    hashed = hash_password(password)
+    return transaction(
         con,
-        "UPDATE users SET password_hash = ? WHERE name = ? RETURNING name",
-        [hash_password(password), name],
+        lambda c: _end_sessions_after(
+            c,
+            "UPDATE users SET password_hash = ? WHERE name = ? RETURNING name",
+            [hashed, name],
+            name,
+        ),
     )
-    con.execute("DELETE FROM sessions WHERE user_name = ?", [name])
-    return row is not None
 
 
 def set_role(con: duckdb.DuckDBPyConnection, name: str, role: str) -> bool:
     """Change a role and end the user's sessions; False if there is no such user."""
     _check(name, role)
-    row = first_row(con, "UPDATE users SET role = ? WHERE name = ? RETURNING name", [role, name])
-    con.execute("DELETE FROM sessions WHERE user_name = ?", [name])
-    return row is not None
+    return transaction(
+        con,
+        lambda c: _end_sessions_after(
+            c, "UPDATE users SET role = ? WHERE name = ? RETURNING name", [role, name], name
+        ),
+    )
 
 
 def remove(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     """Delete a user and their sessions; False if there is no such user."""
-    con.execute("DELETE FROM sessions WHERE user_name = ?", [name])
-    row = first_row(con, "DELETE FROM users WHERE name = ? RETURNING name", [name])
-    return row is not None
+
+    def work(c: duckdb.DuckDBPyConnection) -> bool:
+        c.execute("DELETE FROM sessions WHERE user_name = ?", [name])
+        return first_row(c, "DELETE FROM users WHERE name = ? RETURNING name", [name]) is not None
+
+    return transaction(con, work)
+
+
+def _end_sessions_after(c: duckdb.DuckDBPyConnection, sql: str, values: list, name: str) -> bool:
+    """Change a user (`sql` RETURNING name) and end their sessions, in the caller's transaction."""
+    changed = first_row(c, sql, values) is not None
+    c.execute("DELETE FROM sessions WHERE user_name = ?", [name])
+    return changed
