@@ -18,6 +18,7 @@ from app.dashboard.shell import ADMIN_OUTPUTS, ADMIN_PAGES, mount, warm_up
 from app.dashboard.speedups.prefetched import PrefetchPages
 from app.reports.send import deliver_week
 from app.server import errors, headers, metrics
+from app.server.body_limit import BodyLimit
 from app.server.runtime import Runtime, utc_now
 from app.storage.database import Database
 from ingest import routes as ingest_routes
@@ -84,6 +85,8 @@ def create_app(
     )
     # Outside the gate (ingest routes check their own tokens), inside the metrics.
     app.add_middleware(IngestLane, router=ingest_routes.router, paths=INGEST_PATHS)
+    # Outside both: a body over its route's cap is refused before a byte of it is read.
+    app.add_middleware(BodyLimit)
     metrics.install(app, runtime.metrics)  # after Dash's middleware: counts its answers too
     # Around everything, Starlette's 500s included: security headers, then gzip (not /v1/*).
     headers.install(app, settings)

@@ -256,9 +256,15 @@ class AuthGate:
         if kind == "api":
             header = request.headers.get("authorization")
             if header:
+                # A change needs the route's own scope here, before its body is read (FastAPI
+                # parses the body before the route's dependencies check the token).
+                needed = "read" if method in SAFE_METHODS else route_scope(scope)
                 try:
                     info = check_bearer(
-                        self.state, header, "read", route_scope=lambda: route_scope(scope)
+                        self.state,
+                        header,
+                        "admin" if needed == "admin" else "read",
+                        route_scope=lambda: route_scope(scope),
                     )
                 except AuthError as exc:
                     return None, _json(exc.status, exc.message, exc.status == 401)
