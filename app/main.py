@@ -14,7 +14,7 @@ from app import __version__
 from app.api import routers
 from app.auth.gate import INGEST_PATHS, AuthGate
 from app.config import Settings
-from app.dashboard.shell import ADMIN_OUTPUTS, ADMIN_PAGES, mount, warm_up
+from app.dashboard.shell import ADMIN_OUTPUTS, mount, warm_up
 from app.dashboard.speedups.prefetched import PrefetchPages
 from app.reports.send import deliver_week
 from app.server import errors, headers, metrics
@@ -80,7 +80,8 @@ def create_app(
         open_role="admin" if settings.loopback or settings.auth == "off" else "viewer",
         loopback_only=settings.loopback,
         clock=clock,
-        admin_pages=ADMIN_PAGES,
+        # /admin itself renders a viewer's page (403, saying why); its callbacks stay refused.
+        admin_pages=frozenset(),
         admin_outputs=ADMIN_OUTPUTS,
     )
     # Outside the gate (ingest routes check their own tokens), inside the metrics.

@@ -9,6 +9,11 @@
   function cell(value) {
     if (value === null || value === undefined) return "";
     var text = String(value);
+    // Text a spreadsheet would run as a formula (a series named "=..." or "-x") gets a leading
+    // ' (CSV injection); numbers, negative ones included, are written as they are.
+    if (typeof value !== "number" && /^[=+\-@\t\r]/.test(text) && isNaN(Number(text))) {
+      text = "'" + text;
+    }
     return /[",\n\r]/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text;
   }
 

@@ -1,4 +1,5 @@
-"""The Overview's latency series: one quantile of TTFT and ITL per time bucket, per engine.
+"""The Overview's latency series: one quantile of TTFT and ITL (and, for the fleet, E2E) per
+time bucket, per engine.
 
 `app/analytics/latency.trend` has p50/p90/p99 only; the Overview draws latency at each
 engine's SLO percentile (p95 unless a profile says otherwise), so it asks for that quantile
@@ -19,6 +20,8 @@ from app.analytics.windows import BUCKETS, width
 from app.storage.rollups import RELATIVE_ERROR
 
 MEASURES = ("ttft_ms", "itl_ms")
+# The fleet's latency chart adds the whole request (E2E, "total") to TTFT and ITL.
+FLEET_MEASURES = ("ttft_ms", "itl_ms", "e2e_ms")
 
 
 def quantile_over_time(
@@ -29,16 +32,20 @@ def quantile_over_time(
     q: float = 0.95,
     *,
     exact: bool = False,
+    measures: tuple[str, ...] = MEASURES,
 ) -> pd.DataFrame:
     """Per time bucket (`windows.BUCKETS`, local to `tz`): `bucket`, `requests` (weighted) and
-    the `q` quantile of TTFT and ITL in columns `ttft_ms` and `itl_ms` (NaN: none measured)."""
+    the `q` quantile of each of `measures` (TTFT and ITL unless asked; columns named after
+    them, NaN: none measured)."""
+    if not set(measures) <= set(FLEET_MEASURES):  # names go into the SQL: fixed ones only
+        raise ValueError(f"measures {measures!r}: choose from {', '.join(FLEET_MEASURES)}")
     seconds = BUCKETS[bucket]
     sp = None if exact else rollups.local_split(cur, flt, tz, seconds)
     if sp is not None:
-        found = rollups.values_over_time(cur, flt, sp, seconds, tz, MEASURES, (q,))
+        found = rollups.values_over_time(cur, flt, sp, seconds, tz, measures, (q,))
         if found is not None:
             frame, stats = found
-            for m in MEASURES:
+            for m in measures:
                 frame[m] = stats[m][:, 0]
             frame["requests"] = frame["requests"].astype(float)
             frame.attrs["relative_error"] = RELATIVE_ERROR
@@ -54,20 +61,20 @@ def quantile_over_time(
             f"SELECT bucket, sum({WEIGHT}) AS requests FROM {source} GROUP BY 1 ORDER BY 1",
             [*lead, *params],
         ).df()
-        found_q = weighted.quantiles(cur, source, [*lead, *params], ("bucket",), MEASURES, (q,))
+        found_q = weighted.quantiles(cur, source, [*lead, *params], ("bucket",), measures, (q,))
         # DuckDB hands the keys back as Python datetimes: match them as Timestamps.
         by_time = {(pd.Timestamp(k[0]), k[1]): v[0] for k, v in found_q.items()}
-        for m in MEASURES:
+        for m in measures:
             frame[m] = [by_time.get((pd.Timestamp(b), m)) for b in frame["bucket"]]
     else:
-        cols = ", ".join(f"quantile_cont({m}, ?) AS {m}" for m in MEASURES)
+        cols = ", ".join(f"quantile_cont({m}, ?) AS {m}" for m in measures)
         frame = cur.execute(
             "SELECT time_bucket(?::INTERVAL, started_at, ?) AS bucket, "
             f"count(*)::DOUBLE AS requests, {cols} FROM requests WHERE {where} "
             "GROUP BY 1 ORDER BY 1",
-            [*lead, *([q] * len(MEASURES)), *params],
+            [*lead, *([q] * len(measures)), *params],
         ).df()
-    for m in MEASURES:
+    for m in measures:
         frame[m] = pd.to_numeric(frame[m], errors="coerce").astype(float)
     frame["requests"] = frame["requests"].astype(float)
     frame.attrs["relative_error"] = 0.0

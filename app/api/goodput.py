@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
+from app.api import csv
+from app.api.csv import FormatQuery
 from app.api.params import FilterDep
-from app.api.schemas import RawOnlyField
+from app.api.schemas import LinksField, RawOnlyField
 from app.server.deps import DbDep, SettingsDep
 from app.services import slo
 from app.sizing.slo import Fleet
@@ -145,21 +148,56 @@ class GoodputOut(BaseModel):
     misses: list[MissOut] = Field(description="cells that miss, the most excess misses first")
     sampled: bool = Field(description="counts are estimates from sampled rows")
     raw_only_note: str | None = RawOnlyField
+    links: dict[str, str] | None = LinksField
 
 
-@router.get("/api/goodput", response_model=GoodputOut, summary="Goodput and the SLO ledger")
+# format=csv: each table of the answer, its item model and the columns it leads with.
+TABLES: dict[str, tuple[type[BaseModel], tuple[str, ...]]] = {
+    "over_time": (TimePoint, ("t",)),
+    "by_cell": (CellOut, ("isl_from", "osl_from")),
+    "by_tenant": (TenantOut, ("tenant",)),
+    "by_engine": (EngineOut, ("engine",)),
+    "misses": (MissOut, ("engine", "isl_from", "osl_from", "shape")),
+}
+Table = Annotated[
+    Literal["over_time", "by_cell", "by_tenant", "by_engine", "misses"],
+    Query(
+        description="format=csv: which table (over_time, the default, by_cell, by_tenant, "
+        "by_engine or misses); nested values (an engine's slo, a miss's causes) are JSON text"
+    ),
+]
+
+
+@router.get(
+    "/api/goodput",
+    response_model=GoodputOut,
+    summary="Goodput and the SLO ledger",
+    responses=csv.RESPONSES,
+)
 def get_goodput(
+    request: Request,
     db: DbDep,
     flt: FilterDep,
     settings: SettingsDep,
     bins: Annotated[
         Literal["log2", "log2half"], Query(description="the heat map's bins for by_cell")
     ] = "log2",
-) -> GoodputOut:
+    format: FormatQuery = "json",
+    table: Table = "over_time",
+) -> GoodputOut | Response:
     """The share of requests that met every latency target of their engine (its profile's
     slo_* fields, else the fleet's TOKENSHAPE_SLO_*), over time, per ISL × OSL cell, tenant
     and engine, and the likely causes of the cells that miss (queueing, prefill, decode on the
     engine or under load), in words with their numbers. Exact, from raw rows, weighted by
-    sampling; see `rule` for how a request is judged."""
+    sampling; see `rule` for how a request is judged. As CSV: one of its tables (`table`)."""
     rep = slo.report(db, flt, Fleet.of(settings), tz=settings.tz, bins=bins)
-    return GoodputOut.model_validate(slo.report_dict(rep, flt))
+    others = tuple(t for t in TABLES if t != "over_time")
+    body = GoodputOut.model_validate(
+        {**slo.report_dict(rep, flt), "links": csv.links(request, tables=others)}
+    )
+    if format == "csv":
+        model, first = TABLES[table]
+        header = csv.columns(model, first)
+        rows = csv.records(header, csv.dumped(body)[table])
+        return csv.answer(f"goodput-{table.replace('_', '-')}", header, rows)
+    return body

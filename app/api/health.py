@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import duckdb
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 
 from app import __version__
@@ -14,9 +16,12 @@ from app.api.schemas import (
     ReportsHealth,
     WriterHealth,
 )
+from app.api.schemas_damage import DamageOut
 from app.auth import principal
+from app.auth.bearer import require_scope
 from app.server import runtime
 from app.server.deps import DbDep, WriterDep
+from app.services import damage as damage_service
 from app.services import status
 
 router = APIRouter(tags=["health"])
@@ -93,8 +98,17 @@ def health(request: Request, db: DbDep, writer: WriterDep) -> JSONResponse:
                 lake_push.last_error = lake_push.last_error.replace(where, "the central node")
     problem = _problem(database, state)
     ok = problem is None
+    damaged = [DamageOut(**d.__dict__) for d in damage_service.open_damage(db)]
+    if ok and damaged:
+        # Still serving (200: a load balancer keeps the node), but an operator must look.
+        problem = (
+            f"{len(damaged)} damaged file(s) were moved to the quarantine folder: "
+            f"{damaged[0].problem}; read what was lost in `damage`, then acknowledge with "
+            "POST /api/health/acknowledge or `tokenshape quarantine ack`"
+        )
     body = Health(
-        status="ok" if ok else "degraded",
+        status=("warning" if damaged else "ok") if ok else "degraded",
+        damage=damaged,
         problem=problem,
         version=__version__,
         database=database,
@@ -103,3 +117,26 @@ def health(request: Request, db: DbDep, writer: WriterDep) -> JSONResponse:
         lake_push=lake_push,
     )
     return JSONResponse(body.model_dump(), status_code=200 if ok else 503)
+
+
+@router.post(
+    "/api/health/acknowledge",
+    dependencies=[Depends(require_scope("admin"))],
+    responses={
+        401: {"description": "No token."},
+        403: {"description": "Not an admin token."},
+        404: {"description": "No unacknowledged quarantined file has that name."},
+    },
+)
+def acknowledge(
+    db: DbDep,
+    name: Annotated[
+        str | None, Query(description="One quarantined file's name; all when omitted.")
+    ] = None,
+) -> dict[str, int]:
+    """Acknowledge damaged files listed by /api/health (the files stay in the quarantine
+    folder); 404 when `name` matches none."""
+    done = damage_service.acknowledge(db, name)
+    if name is not None and not done:
+        raise HTTPException(404, f"no unacknowledged quarantined file named {name!r}")
+    return {"acknowledged": done}

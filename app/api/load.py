@@ -7,14 +7,17 @@ import math
 from datetime import datetime
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from app.analytics import load
 from app.analytics.bins import LOG2_EDGES
 from app.analytics.windows import BUCKETS
+from app.api import csv
+from app.api.csv import FormatQuery
 from app.api.params import FilterDep
-from app.api.schemas import RawOnlyField
+from app.api.schemas import LinksField, RawOnlyField
 from app.api.shapes import raw_only
 from app.server.deps import DbDep, SettingsDep
 
@@ -42,6 +45,7 @@ class LoadOut(BaseModel):
     end: datetime | None
     points: list[LoadPoint]
     raw_only_note: str | None = RawOnlyField
+    links: dict[str, str] | None = LinksField
 
 
 class InflightLevel(BaseModel):
@@ -72,6 +76,7 @@ class InflightOut(BaseModel):
     edges: list[int] = Field(description="lower edges of the in-flight levels")
     levels: list[InflightLevel]
     raw_only_note: str | None = RawOnlyField
+    links: dict[str, str] | None = LinksField
 
 
 def _number(value) -> float | None:
@@ -82,8 +87,14 @@ def _engine(value) -> str | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
-@router.get("/api/load", response_model=LoadOut, summary="Requests in flight per engine")
+@router.get(
+    "/api/load",
+    response_model=LoadOut,
+    summary="Requests in flight per engine",
+    responses=csv.RESPONSES,
+)
 def inflight(
+    request: Request,
     db: DbDep,
     flt: FilterDep,
     settings: SettingsDep,
@@ -91,13 +102,14 @@ def inflight(
         Literal["5m", "1h", "1d"] | None,
         Query(description="bucket length; default 5m up to a day, 1h up to 31 days, else 1d"),
     ] = None,
-) -> LoadOut:
+    format: FormatQuery = "json",
+) -> LoadOut | Response:
     """The time-weighted mean and the most requests in flight per engine and time bucket
     (exact, from raw rows). An open start or end of the window falls back to the first start
     or the last end of the kept requests. A request is in flight on its engine from started_at
     to started_at + e2e_ms (requests without e2e_ms count nowhere); an engine's load is all of
     its requests whatever the filter, which picks the engines (those of the requests it keeps).
-    """
+    As CSV: the points."""
     cur = db.cursor()
     start, end = load.series_window(cur, flt)
     chosen = bucket or load.bucket_for(start, end)
@@ -120,17 +132,26 @@ def inflight(
         )
         for r in frame.to_dict("records")
     ]
-    return LoadOut(
-        bucket=chosen, tz=settings.tz, start=start, end=end, points=points, **raw_only(cur, flt)
+    body = LoadOut(
+        bucket=chosen,
+        tz=settings.tz,
+        start=start,
+        end=end,
+        points=points,
+        **raw_only(cur, flt),
+        links=csv.links(request),
     )
+    return csv.listed("load", body, "points", LoadPoint) if format == "csv" else body
 
 
 @router.get(
     "/api/latency/inflight",
     response_model=InflightOut,
     summary="Latency by requests in flight at arrival",
+    responses=csv.RESPONSES,
 )
 def latency_by_inflight(
+    request: Request,
     db: DbDep,
     flt: FilterDep,
     by_isl: Annotated[
@@ -139,12 +160,13 @@ def latency_by_inflight(
     per_engine: Annotated[
         bool, Query(description="one row per engine and level; false pools the engines")
     ] = True,
-) -> InflightOut:
+    format: FormatQuery = "json",
+) -> InflightOut | Response:
     """TTFT and ITL p50/p90/p99, mean ISL and OSL of the kept requests, by how many requests
     were in flight on their engine when each arrived, itself included (levels 1, 2, 3-4, 5-8,
     9-16 …; exact, from raw rows). A request is in flight from started_at to started_at +
     e2e_ms; an engine's load is all of its requests whatever the filter, which picks the
-    requests read (and so the engines)."""
+    requests read (and so the engines). As CSV: the levels."""
     frame = load.latency_by_inflight(
         db.cursor(), flt, isl_edges=LOG2_EDGES if by_isl else None, per_engine=per_engine
     )
@@ -167,4 +189,12 @@ def latency_by_inflight(
                 osl_mean=float(r["osl_mean"]),
             )
         )
-    return InflightOut(edges=list(load.INFLIGHT_EDGES), levels=levels, **raw_only(db.cursor(), flt))
+    body = InflightOut(
+        edges=list(load.INFLIGHT_EDGES),
+        levels=levels,
+        **raw_only(db.cursor(), flt),
+        links=csv.links(request),
+    )
+    return (
+        csv.listed("latency-inflight", body, "levels", InflightLevel) if format == "csv" else body
+    )

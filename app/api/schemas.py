@@ -6,6 +6,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from app.api.schemas_damage import DamageOut
+
 
 class DatabaseHealth(BaseModel):
     """The database file and what it holds."""
@@ -88,6 +90,11 @@ class Health(BaseModel):
     lake_push: LakePushHealth | None = Field(
         None, description="The lake push job; null when TOKENSHAPE_PUSH_URL is not set."
     )
+    damage: list[DamageOut] = Field(
+        default_factory=list,
+        description="Damaged files moved to the quarantine folder and not yet acknowledged "
+        '(POST /api/health/acknowledge); while any are listed the status is "warning".',
+    )
 
 
 class SamplingOut(BaseModel):
@@ -123,6 +130,14 @@ RawOnlyField = Field(
         "was counted."
     ),
 )
+LinksField = Field(
+    default=None,
+    description=(
+        'Where the same answer is as CSV: {"csv": this path and query with format=csv} '
+        "(relative); a route with several tables adds csv_<table> for each other one "
+        "(format=csv&table=<table>)."
+    ),
+)
 
 
 class HeatmapOut(BaseModel):
@@ -138,6 +153,7 @@ class HeatmapOut(BaseModel):
     answered_from: str | None = AnsweredField
     raw_only_note: str | None = RawOnlyField
     sampling: SamplingOut | None = SamplingField
+    links: dict[str, str] | None = LinksField
 
 
 class Quantiles(BaseModel):
@@ -170,6 +186,7 @@ class QuantilesOut(BaseModel):
     answered_from: str | None = AnsweredField
     raw_only_note: str | None = RawOnlyField
     sampling: SamplingOut | None = SamplingField
+    links: dict[str, str] | None = LinksField
 
 
 class ShapesOut(BaseModel):
@@ -183,6 +200,7 @@ class ShapesOut(BaseModel):
     answered_from: str | None = AnsweredField
     raw_only_note: str | None = RawOnlyField
     sampling: SamplingOut | None = SamplingField
+    links: dict[str, str] | None = LinksField
 
 
 class TrendPoint(BaseModel):
@@ -217,6 +235,7 @@ class TrendOut(BaseModel):
     answered_from: str | None = AnsweredField
     raw_only_note: str | None = RawOnlyField
     sampling: SamplingOut | None = SamplingField
+    links: dict[str, str] | None = LinksField
 
 
 class TtftBin(BaseModel):
@@ -241,6 +260,7 @@ class TtftVsIslOut(BaseModel):
         )
     )
     raw_only_note: str | None = RawOnlyField
+    links: dict[str, str] | None = LinksField
 
 
 class PositionBin(BaseModel):
@@ -264,6 +284,7 @@ class ItlByPositionOut(BaseModel):
         )
     )
     raw_only_note: str | None = RawOnlyField
+    links: dict[str, str] | None = LinksField
 
 
 class E2eOut(BaseModel):
@@ -273,6 +294,7 @@ class E2eOut(BaseModel):
     counts: list[int]
     total: int
     raw_only_note: str | None = RawOnlyField
+    links: dict[str, str] | None = LinksField
 
 
 class TrafficPoint(BaseModel):
@@ -297,3 +319,4 @@ class TrafficOut(BaseModel):
     answered_from: str | None = AnsweredField
     raw_only_note: str | None = RawOnlyField
     sampling: SamplingOut | None = SamplingField
+    links: dict[str, str] | None = LinksField

@@ -43,11 +43,19 @@ X_MAP, X_SIDE = [0.0, 0.8398], [0.8518, 1.0]
 Y_MAP, Y_TOP = [0.0, 0.8036], [0.8236, 1.0]
 
 
-def heatmap_figure(hm: HeatMap, *, percent: bool = False, bounds: Sequence[Bounds] = ()) -> dict:
+def heatmap_figure(
+    hm: HeatMap,
+    *,
+    percent: bool = False,
+    bounds: Sequence[Bounds] = (),
+    span: tuple[int, int] | None = None,
+) -> dict:
     """ISL (x) by OSL (y) requests with marginal histograms; optionally an engine's bounds.
 
-    Hover gives each cell's ranges, count and share of the window. Empty outer bins are
-    trimmed, unless a bound lies beyond them: then the axes stretch to show the headroom.
+    Hover gives each cell's ranges, count and share of the window, and each margin bar's range,
+    count and share. Empty outer bins are trimmed, unless a bound lies beyond them: then the
+    axes stretch to show the headroom. `span` (ISL bins, OSL bins) fixes how many bins each
+    axis shows instead, so maps side by side have the same bins (see heatmap_span).
 
     Built as a plain dict, not graph objects: this figure is on the dashboard's first paint,
     and validating it through graph objects cost ~80 ms of the server's GIL per page load.
@@ -55,10 +63,12 @@ def heatmap_figure(hm: HeatMap, *, percent: bool = False, bounds: Sequence[Bound
     plotly.js a second layout pass in the browser; tests validate the dict with go.Figure."""
     counts = hm.counts.T  # rows are OSL bins (y), columns ISL bins (x)
     total = hm.total or 1
-    max_in = max((b.max_input_len or 0 for b in bounds), default=0) or None
-    max_seq = max((b.max_seq_len or 0 for b in bounds), default=0) or None
-    x_hi = _span(np.flatnonzero(counts.sum(axis=0)), hm.isl_edges, max_in or max_seq)
-    y_hi = _span(np.flatnonzero(counts.sum(axis=1)), hm.osl_edges, max_seq)
+    x_hi, y_hi = span or heatmap_span(hm, bounds)
+    if not (1 <= x_hi <= len(hm.isl_edges) and 1 <= y_hi <= len(hm.osl_edges)):
+        raise ValueError(
+            f"span {x_hi} × {y_hi} bins is outside the heat map's {len(hm.isl_edges)} × "
+            f"{len(hm.osl_edges)}: give at least one and at most every bin per axis"
+        )
     xl, yl = bin_labels(hm.isl_edges)[:x_hi], bin_labels(hm.osl_edges)[:y_hi]
     cells = counts[:y_hi, :x_hi]
     share = cells / total * 100
@@ -113,6 +123,17 @@ def heatmap_figure(hm: HeatMap, *, percent: bool = False, bounds: Sequence[Bound
     return {"data": data, "layout": layout}
 
 
+def heatmap_span(hm: HeatMap, bounds: Sequence[Bounds] = ()) -> tuple[int, int]:
+    """The bins a heat map shows along ISL and OSL: those up to the last with traffic,
+    stretched to include a bound. The larger of two maps' spans shows both on the same bins."""
+    counts = hm.counts.T
+    max_in = max((b.max_input_len or 0 for b in bounds), default=0) or None
+    max_seq = max((b.max_seq_len or 0 for b in bounds), default=0) or None
+    x_hi = _span(np.flatnonzero(counts.sum(axis=0)), hm.isl_edges, max_in or max_seq)
+    y_hi = _span(np.flatnonzero(counts.sum(axis=1)), hm.osl_edges, max_seq)
+    return x_hi, y_hi
+
+
 # Axes keep the figure's margins (no automargin pass) and never hide a tick label.
 FIXED_AXIS = {"automargin": False, "ticklabeloverflow": "allow"}
 
@@ -128,9 +149,21 @@ def _margin_axis(
             "domain": domain,
             "matches": matches,
             "showticklabels": False,
+            # Its ticks are bin indices, not the map's bins: grid lines there would mislead
+            # (white on white in the light theme, but drawn on the dark one).
+            "showgrid": False,
+            "zeroline": False,
             **FIXED_AXIS,
         }
-    return {"anchor": anchor, "domain": domain, "title": {"text": title}, "nticks": 3, **FIXED_AXIS}
+    # A count or share is never negative: no tick below 0, even for an empty margin.
+    return {
+        "anchor": anchor,
+        "domain": domain,
+        "title": {"text": title},
+        "nticks": 3,
+        "rangemode": "nonnegative",
+        **FIXED_AXIS,
+    }
 
 
 def bin_axis(anchor: str, domain: list[float] | None, labels: list[str], title: str) -> dict:
@@ -166,15 +199,17 @@ def _margin_bars(
     size = (sums * scale).tolist()
     return {
         "type": "bar",
+        "name": f"{axis} margin",
         "x": along if orientation == "v" else size,
         "y": size if orientation == "v" else along,
         "orientation": orientation,
         "text": labels,
         "textposition": "none",
-        "customdata": (sums / total * 100).tolist(),
+        "customdata": np.column_stack([sums, sums / total * 100]).tolist(),
         "marker": {"color": MARGIN_COLOUR},
-        "hovertemplate": f"{axis} %{{text}} tokens<br>%{{customdata:.2f}}% of requests"
-        "<extra></extra>",
+        # The bin's range, then its requests and their share, whichever the bars are drawn in.
+        "hovertemplate": f"{axis} %{{text}} tokens<br>%{{customdata[0]:,}} requests "
+        "(%{customdata[1]:.2f}% of the window)<extra></extra>",
         "showlegend": False,
         "xaxis": xaxis,
         "yaxis": yaxis,

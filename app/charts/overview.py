@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from urllib.parse import quote
 
 import pandas as pd
 
@@ -256,3 +257,81 @@ def sparkline_figure(
             "hovermode": "x",
         },
     }
+
+
+# The fleet's p95 latencies, one colour each (the Latency page's measures).
+FLEET_LINES = (
+    ("ttft_ms", "TTFT", "#1f77b4"),
+    ("itl_ms", "ITL", "#2ca02c"),
+    ("e2e_ms", "total (E2E)", "#9467bd"),
+)
+
+
+def fleet_latency_figure(frame: pd.DataFrame, percentile: float = 95.0) -> dict:
+    """The fleet's TTFT, ITL and total (E2E) at one percentile per bucket (columns bucket and
+    any of ttft_ms, itl_ms, e2e_ms), on one log axis: tens of ms of ITL and tens of seconds of
+    E2E read on the same chart."""
+    p = f"p{percentile:g}"
+    xs = _x(frame["bucket"])
+    data = []
+    for column, label, c in FLEET_LINES:
+        if column not in frame:
+            continue
+        # A log axis has no place for 0 or less (a row that measured nothing of it).
+        ys = [v if v is not None and v > 0 else None for v in _y(frame[column])]
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": f"{label} {p}",
+                "x": xs,
+                "y": ys,
+                "line": {"color": c, "width": 2},
+                "connectgaps": False,
+                "hovertemplate": f"%{{x}}<br>{label} {p} %{{y:,.0f}} ms<extra></extra>",
+            }
+        )
+    layout = _layout("time", f"{p} latency (ms, log)")
+    layout["yaxis"] = {"title": {"text": f"{p} latency (ms, log)"}, "type": "log"}
+    return {"data": data, "layout": layout}
+
+
+def sparkline_svg(
+    values: Sequence, *, width: int = 220, height: int = 36, colour: str = SPARK_COLOUR
+) -> str:
+    """A tiny filled line of `values` (None or NaN: a gap) as an SVG data URL, for an <img>:
+    a dozen cards cost no plot to draw. Empty when nothing is drawable."""
+    ys = _y(values)
+    finite = [v for v in ys if v is not None]
+    if not finite:
+        return ""
+    top = max(finite) or 1.0
+    n = len(ys)
+    pad = 1.5
+
+    def point(k: int, v: float) -> str:
+        x = pad + (width - 2 * pad) * (k / (n - 1) if n > 1 else 0.5)
+        y = height - pad - (height - 2 * pad) * (v / top)
+        return f"{x:.1f},{y:.1f}"
+
+    runs: list[list[tuple[int, float]]] = [[]]
+    for k, v in enumerate(ys):
+        if v is None:
+            if runs[-1]:
+                runs.append([])
+        else:
+            runs[-1].append((k, v))
+    shapes = []
+    for run in (r for r in runs if r):
+        line = " ".join(point(k, v) for k, v in run)
+        first, last = point(run[0][0], 0.0), point(run[-1][0], 0.0)
+        shapes.append(
+            f'<polygon points="{first} {line} {last}" fill="{colour}" fill-opacity="0.14"/>'
+            f'<polyline points="{line}" fill="none" stroke="{colour}" stroke-width="1.5" '
+            'stroke-linejoin="round"/>'
+        )
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" preserveAspectRatio="none">{"".join(shapes)}</svg>'
+    )
+    return "data:image/svg+xml," + quote(svg)

@@ -171,7 +171,11 @@ def latency_figure(
                 x=HOURS,
                 y=ys,
                 name=f"predicted {name} {p}",
-                marker_color=["#2a9d8f" if good else "#b42318" for good in ok],
+                # Hours no replica count meets: red and hatched, not told by hue alone.
+                marker={
+                    "color": ["#2a9d8f" if good else "#b42318" for good in ok],
+                    "pattern": {"shape": ["" if good else "x" for good in ok]},
+                },
                 hovertemplate=f"%{{x}}: predicted {name} {p} %{{y:,.1f}} ms<extra></extra>",
                 showlegend=False,
             ),

@@ -22,6 +22,7 @@ from app.cli import (
     lake,
     migrate,
     perf,
+    quarantine,
     reports,
     retention,
     serve,
@@ -55,6 +56,7 @@ REGISTER = (
     sizing.add_money,
     lake.add_parser,
     export.add_parser,
+    quarantine.add_parser,
 )
 
 

@@ -159,3 +159,36 @@ COMPARE_NOTES = "compare-notes"
 COMPARE_EXPORT = "compare-export"
 RIGHTSIZING_EXPORT = "rightsizing-export"
 RIGHTSIZING_COMPARE = "rightsizing-compare"
+# Admin access: a viewer's explanation, open mode's statement, the stores each action's click
+# copies its native select's choice into (Dash does not report a native select's value), and
+# the Rightsizing editor's read-only note.
+ADMIN_ACCESS = "admin-access"
+ADMIN_ACCESS_WHO = "admin-access-who"
+ADMIN_OPEN_MODE = "admin-open-mode"
+ADMIN_SCOPE_CHOSEN = "admin-scope-chosen"
+ADMIN_TOKEN_CHOSEN = "admin-token-chosen"
+ADMIN_ROLE_CHOSEN = "admin-role-chosen"
+RIGHTSIZING_READ_ONLY = "rightsizing-read-only"
+# Overview cards: above the fold, the drift block and one card per engine (pattern ids
+# {"type": …, "index": k}, k the card's place): their requests/s and goodput, then their status
+# and money, filled by two callbacks from the store; the fleet's p95 latencies chart.
+OVERVIEW_TODAY = "overview-today"
+OVERVIEW_CARDS = "overview-cards"
+OVERVIEW_CARDS_QUERY = "overview-cards-query"
+OVERVIEW_CARDS_MORE = "overview-cards-more"
+OVERVIEW_CARD = "overview-card"
+OVERVIEW_CARD_LINK = "overview-card-link"
+OVERVIEW_CARD_STATUS = "overview-card-status"
+OVERVIEW_CARD_REASON = "overview-card-reason"
+OVERVIEW_CARD_RATE = "overview-card-rate"
+OVERVIEW_CARD_GOODPUT = "overview-card-goodput"
+OVERVIEW_CARD_MONEY = "overview-card-money"
+OVERVIEW_DRIFT_MORE = "overview-drift-more"
+OVERVIEW_FLEET_LATENCY = "overview-fleet-latency"
+# Reports: the address the page was opened at and the verdict on the email's links
+# (TOKENSHAPE_PUBLIC_URL); the week shown, the admins' test-email button and its result.
+REPORTS_LOCATION = "reports-location"
+REPORTS_LINKS = "reports-links"
+REPORTS_WEEK = "reports-week"
+REPORTS_TEST_SEND = "reports-test-send"
+REPORTS_TEST_RESULT = "reports-test-result"

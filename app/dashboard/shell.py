@@ -153,6 +153,8 @@ def _serve_pages(server: FastAPI, app: Dash) -> None:
             reset_current_request(token)
         path = request.url.path.rstrip("/") or "/"
         status = 200 if path in page_paths() else 404
+        if path in ADMIN_PAGES and not principal.is_admin():
+            status = 403  # the page itself says why and whom to ask (app/dashboard/pages/admin)
         return Response(content=body, media_type="text/html", status_code=status)
 
     server.add_api_route(

@@ -15,7 +15,7 @@ from prometheus_client.registry import Collector
 from starlette.routing import compile_path
 
 from app.jobs.push import PushJob
-from app.storage import report_runs
+from app.storage import quarantine, report_runs
 from app.storage.batches import Batch, WriteResult
 from app.storage.database import Database
 from app.storage.write.writer import Writer
@@ -73,6 +73,7 @@ class Metrics:
         )
         self.registry.register(WriterCollector(writer))
         self.registry.register(ReportRunsCollector(db))
+        self.registry.register(QuarantineCollector(db))
         self.registry.register(LakePushCollector(lake_push))
         ProcessCollector(registry=self.registry)
 
@@ -158,6 +159,27 @@ class ReportRunsCollector(Collector):
         )
         for status in sorted(set(RUN_STATUSES) | set(counts)):
             family.add_metric([status], counts.get(status, 0))
+        yield family
+
+
+class QuarantineCollector(Collector):
+    """Damaged files moved aside and not yet acknowledged, by kind, read at scrape time."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
+    def collect(self) -> Iterator[Metric]:
+        """One gauge sample per kind (journal segment, …); 0 for journal segments at least."""
+        family = GaugeMetricFamily(
+            "tokenshape_quarantined_files",
+            "Damaged files in the quarantine folder no operator has acknowledged.",
+            labels=["kind"],
+        )
+        counts: dict[str, int] = {"journal segment": 0}
+        for damage in quarantine.open_damage(quarantine.folder_for(self.db.path)):
+            counts[damage.kind] = counts.get(damage.kind, 0) + 1
+        for kind, n in sorted(counts.items()):
+            family.add_metric([kind], n)
         yield family
 
 

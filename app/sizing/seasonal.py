@@ -391,20 +391,52 @@ def binding_words(plan: Plan) -> str:
     return "replicas set by " + ", ".join(out) if out else ""
 
 
+def below(saving: float, threshold: float) -> bool:
+    """Whether a saving falls short of the threshold; float noise aside (1 - 252/280 is
+    0.0999…98 in floats, and saves 10%)."""
+    return saving < threshold - 1e-9
+
+
+def share_words(saving: float, threshold: float) -> tuple[str, str]:
+    """A saving and its threshold as percentages that compare as the numbers do: rounded down
+    to 0.1% (a whole number shows whole), with more decimals while rounding would make a saving
+    under the threshold read as equal to it ('9.96%' against '10%', never '10%' and '10%')."""
+    for digits in range(1, 5):
+        shown = _floor_share(saving, digits), _floor_share(threshold, digits)
+        if (shown[0] < shown[1]) == below(saving, threshold):
+            break
+    return _share_text(shown[0], digits), _share_text(shown[1], digits)
+
+
+def _floor_share(x: float, digits: int) -> float:
+    """x in percent, rounded down to `digits` decimals (after float noise: 0.57 is 57%)."""
+    scale = 10**digits
+    return math.floor(round(max(x, 0.0) * 100 * scale, 4)) / scale
+
+
+def _share_text(percent: float, digits: int) -> str:
+    return f"{percent:.0f}%" if percent == int(percent) else f"{percent:.{digits}f}%"
+
+
+def saving_against(saving: float, threshold: float) -> str:
+    """'saves 9.6%, below the 10% threshold' or 'saves 12.5%, at least the 10% threshold'."""
+    said, bar = share_words(saving, threshold)
+    where = "below" if below(saving, threshold) else "at least"
+    return f"saves {said} of GPU-hours against hourly scaling, {where} the {bar} threshold"
+
+
 def _verdict(
     hourly: Plan, best: Plan | None, saving: float, threshold: float, currency: str = "$"
 ) -> str:
-    if best is None or saving < threshold:
+    # One comparison for the verdict and its words: the unrounded saving against the threshold.
+    if best is None or below(saving, threshold):
         reason = ""
         if best is not None and max(hourly.replicas) <= 1:
             reason = (
                 " The busiest hour needs one replica, and an engine keeps at least one up: "
                 "there is nothing to scale."
             )
-        return (
-            f"Run one engine: seasonal profiles would save {max(saving, 0):.0%} of GPU-hours "
-            f"against hourly scaling (threshold {threshold:.0%}).{reason}"
-        )
+        return f"Run one engine: a seasonal split {saving_against(saving, threshold)}.{reason}"
     one, two = best.configs
     long_, short = (one, two) if one.max_seq_len >= two.max_seq_len else (two, one)
     saved = ""
@@ -413,8 +445,8 @@ def _verdict(
     return (
         f"Run two engines: {window_label(short.hours)} with max_seq_len "
         f"{short.max_seq_len:,}, and {window_label(long_.hours)} with max_seq_len "
-        f"{long_.max_seq_len:,}: saves {saving:.0%} GPU-hours per week against hourly scaling "
-        f"({hourly.gpu_hours_week:,.0f} → {best.gpu_hours_week:,.0f}{saved})."
+        f"{long_.max_seq_len:,}: {saving_against(saving, threshold)} "
+        f"({hourly.gpu_hours_week:,.0f} → {best.gpu_hours_week:,.0f} GPU-hours per week{saved})."
     )
 
 
@@ -435,11 +467,10 @@ def by_day_type(overall: Seasonal, weekdays: Seasonal, weekends: Seasonal) -> Da
     hours = sum(p.gpu_hours_week for p in chosen)
     base = overall.hourly.gpu_hours_week
     saving = 1 - hours / base if base else 0.0
-    if saving < overall.threshold:
-        verdict = (
-            f"Separate weekday and weekend configurations would save {max(saving, 0):.0%} "
-            f"against hourly scaling (threshold {overall.threshold:.0%}): not worth it."
-        )
+    # The unrounded saving decides, and the words say it so (never "saves 10%" under 10%).
+    words = saving_against(saving, overall.threshold)
+    if below(saving, overall.threshold):
+        verdict = f"Separate weekday and weekend configurations: not worth it, {words}."
     else:
         parts = []
         for label, plan in (("weekdays", chosen[0]), ("weekends", chosen[1])):
@@ -448,7 +479,7 @@ def by_day_type(overall: Seasonal, weekdays: Seasonal, weekends: Seasonal) -> Da
             )
             parts.append(f"{label} {windows}")
         verdict = (
-            f"Weekday and weekend configurations ({'; '.join(parts)}) save {saving:.0%} "
-            f"GPU-hours per week against hourly scaling ({base:,.0f} → {hours:,.0f})."
+            f"Weekday and weekend configurations ({'; '.join(parts)}): {words} "
+            f"({base:,.0f} → {hours:,.0f} GPU-hours per week)."
         )
     return DayTypes(weekdays, weekends, hours, saving, verdict)

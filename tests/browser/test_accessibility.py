@@ -9,33 +9,23 @@ did not install it: they fail."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from app.dashboard.speedups import prefetched
+from tests.support.axe import axe_script, serious_violations
 from tests.support.browser import BROWSER, console_errors, screenshot
 from tests.support.database import copy_database
 from tests.support.server import LiveServer, serve, server_settings
 
 pytestmark = BROWSER
 
-ROOT = Path(__file__).resolve().parents[2]
-AXE_JS = ROOT / ".tools" / "axe" / "node_modules" / "axe-core" / "axe.min.js"
-TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
-SERIOUS = {"serious", "critical"}
 PAGES = ["/", "/shapes", "/latency", "/traffic", "/rightsizing", "/seasonal", "/reports"]
 PAGES += ["/compare", "/admin"]
 # Known violations, each named (page, rule, element) with its fix; strict, so the mark must
 # go when the page is fixed.
-KNOWN: dict[str, str] = {
-    "/admin": "aria-hidden-focus (serious) on the .dash-dropdown-focus-target input inside each "
-    "dcc.Dropdown (#admin-scope, #admin-token-id, #admin-user-role): Dash 4.4.1's Dropdown "
-    "renders a focusable input with aria-hidden=true; app/dashboard/pages/admin.py could use "
-    "native selects (as the filter bar does) until Dash fixes it",
-}
+KNOWN: dict[str, str] = {}
 
 # Drawn: the page's H1 is in, nothing is loading, and every chart on it has drawn its plot.
 DRAWN = """() => {
@@ -62,13 +52,8 @@ def _no_started_builds() -> None:
 
 @pytest.fixture(scope="module")
 def axe_js() -> str:
-    """axe-core's script; skipped without it, failed in CI (`make test` installs it)."""
-    if not AXE_JS.exists():
-        why = f"{AXE_JS} is missing: `make axe` installs axe-core from the npm registry"
-        if os.environ.get("CI", "").lower() in ("true", "1"):
-            pytest.fail(why)
-        pytest.skip(why)
-    return AXE_JS.read_text()
+    """axe-core's script (tests/support/axe.py)."""
+    return axe_script()
 
 
 def _open(browser, url: str):
@@ -89,18 +74,7 @@ def _params() -> list:
 @pytest.mark.parametrize("path", _params())
 def test_axe_finds_no_serious_violation(demo_live, browser, axe_js, path, tmp_path):
     page, errors = _open(browser, demo_live.url + path + ("?window=all" if path != "/" else ""))
-    page.add_script_tag(content=axe_js)
-    result = page.evaluate(
-        "tags => axe.run(document, {runOnly: {type: 'tag', values: tags}, resultTypes: "
-        "['violations']})",
-        TAGS,
-    )
-    found = [
-        f"{v['id']} ({v['impact']}): {n['target']} {n['html'][:160]}"
-        for v in result["violations"]
-        if v["impact"] in SERIOUS
-        for n in v["nodes"]
-    ]
+    found = serious_violations(page, axe_js)
     if path in ("/", "/shapes"):
         screenshot(page, tmp_path, f"a11y-{path.strip('/') or 'overview'}")
     assert found == [], "\n".join(found)

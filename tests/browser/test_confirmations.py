@@ -33,8 +33,8 @@ def test_revoking_a_token_asks_first(live, browser):
             return c.post("/v1/requests", json=[]).status_code != 401
 
     assert works(secret) and not works("not-a-token")
-    page.click("#admin-token-id")
-    page.locator("[role=option]").filter(has_text="gw-confirm").first.click()
+    chosen = page.locator("#admin-token-id option").filter(has_text="gw-confirm").first
+    page.select_option("#admin-token-id", chosen.get_attribute("value"))
     asked: list[str] = []
     page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
     page.click("#admin-revoke button")

@@ -83,4 +83,19 @@ def test_the_windows_heat_maps_share_one_colour_scale(seasonal_live, browser, tm
             .map(gd => [gd._fullLayout.xaxis3._length, gd._fullLayout.yaxis3._length])"""
     )
     assert sizes[0] == sizes[1]
+    # On the same bins: the same ticks and ranges on both maps' axes.
+    bins = page.evaluate(
+        """() => Array.from(document.querySelectorAll('#seasonal-windows .js-plotly-plot'))
+            .map(gd => ['xaxis3', 'yaxis3'].map(a => [gd._fullLayout[a].ticktext,
+                gd._fullLayout[a].range]))"""
+    )
+    assert bins[0] == bins[1]
+    # The matrix's window outlines differ by dash and width, not by hue alone.
+    outlines = page.evaluate(
+        """() => document.querySelector('#seasonal-matrix .js-plotly-plot').layout.shapes
+            .map(s => [s.line.color, s.line.dash, s.line.width])"""
+    )
+    styles = {tuple(o) for o in outlines}
+    assert len(styles) == 2
+    assert len({o[1] for o in styles}) == len({o[2] for o in styles}) == 2
     page.locator("#seasonal-windows").screenshot(path=str(tmp_path / "seasonal-windows.png"))

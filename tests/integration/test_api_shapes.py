@@ -59,7 +59,7 @@ def test_quantiles_route(live, shipped):
     with live.client() as c:
         q = c.get("/api/quantiles").json()
     isl = [r["isl"] for r in shipped]
-    assert set(q) == {"isl", "osl", "ttft_ms", "itl_ms", "e2e_ms", "relative_error"}
+    assert set(q) == {"isl", "osl", "ttft_ms", "itl_ms", "e2e_ms", "relative_error", "links"}
     assert q["relative_error"] == 0  # just shipped: its hour is read raw, exactly
     assert set(q["isl"]) == {"p50", "p90", "p99", "p99.9", "max"}
     assert q["isl"]["p90"] == pytest.approx(np.percentile(isl, 90))

@@ -229,3 +229,49 @@ def test_rejects_that_cannot_be_kept_say_the_valid_records_were_stored(tmp_path)
         server.close()
         journal_disk.unmount()
         db_disk.unmount()
+
+
+def test_a_start_on_a_full_disk_with_a_journal_backlog_serves_and_stores_it_later(tmp_path):
+    """The issue's example: a full disk at start with acknowledged rows in the journal used to
+    stop the server (exit 3). It starts, serves reads, answers ingest 503 naming the disk, and
+    stores the backlog once space returns."""
+    disk = Disk(tmp_path / "disk", "48m")
+    db = disk.path / "t.duckdb"
+    settings = Settings(db=db, port=free_port(), _env_file=None)
+    server, live = _start(settings)
+    first, second = batch(1000, "a"), batch(1000, "b")
+    try:
+        token = live.token()
+        with live.client(token) as c:
+            assert c.post("/v1/requests", json=first).json()["accepted"] == 1000
+        live.settle()
+        server.close()
+        # A backlog as a crash leaves it: acknowledged rows in a journal segment.
+        journal = Journal(db.with_name(db.name + ".journal"), REQUESTS_SCHEMA)
+        journal.append(pa.Table.from_pylist([], schema=REQUESTS_SCHEMA))  # the header first
+        journal.append(request_rows([r["request_id"] for r in second], gateway="gw-test"))
+        journal.close()
+        disk.fill()
+        server, live = _start(settings)  # starts: no exit 3
+        deadline = time.monotonic() + 20
+        while (health := http.get(live.url + "/api/health")).status_code == 200:
+            assert time.monotonic() < deadline, "health never reported the waiting backlog"
+            time.sleep(0.05)
+        assert health.json()["writer"]["journal_rows"] == 1000
+        assert "wait safely" in health.json()["problem"]
+        assert http.get(live.url + "/api/heatmap").status_code == 200  # reads are served
+        with live.client(token) as c:
+            refused = c.post("/v1/requests", json=batch(10, "c"))
+            assert refused.status_code == 503 and "disk is full" in refused.text
+            assert refused.headers.get("retry-after")
+        disk.free()
+        deadline = time.monotonic() + 60
+        while _count(live) != (2000, 2000):
+            assert time.monotonic() < deadline, "the backlog was never stored"
+            time.sleep(0.1)
+        with live.client(token) as c:  # the refused batch, resent: the next write succeeds
+            assert c.post("/v1/requests", json=batch(10, "c")).json()["accepted"] == 10
+        assert http.get(live.url + "/api/health").status_code == 200
+    finally:
+        server.close()
+        disk.unmount()

@@ -14,7 +14,14 @@ from app.config import Settings
 from app.dashboard.pages.admin import ADMINS_ONLY
 from app.dashboard.pages.rightsizing import READ_ONLY
 from tests.support import http
-from tests.support.dash import PAGES, api_get_routes, create_token_payload, dash_post, save_payload
+from tests.support.dash import (
+    PAGES,
+    api_get_routes,
+    chosen,
+    create_token_payload,
+    dash_post,
+    save_payload,
+)
 from tests.support.database import copy_database
 from tests.support.net import free_port
 from tests.support.records import batch
@@ -132,9 +139,14 @@ def test_a_viewer_is_refused_every_admin_action(secured):
         viewer.get("/rightsizing")
         saved = viewer.post("/_dash-update-component", json=save_payload("e1"))
         assert saved.status_code == 403 and "only admins" in saved.json()["detail"]
-        for action in ("admin-create", "admin-rotate", "admin-revoke"):
+        for store, action in (
+            ("admin-scope-chosen", "admin-create"),
+            ("admin-token-chosen", "admin-rotate"),
+            ("admin-token-chosen", "admin-revoke"),
+            ("admin-role-chosen", "admin-user-add"),
+        ):
             payload = create_token_payload("sneaky")
-            payload["inputs"] = [{"id": action, "property": "n_clicks", "value": 1}]
+            payload["inputs"] = [chosen(store, "admin", action)]
             made = dash_post(viewer, payload)
             assert made.status_code == 403, (action, made.text)
         assert viewer.get("/admin").status_code == 403
@@ -246,33 +258,13 @@ def test_an_admin_rotates_then_revokes_on_the_admin_page(secured):
     token_id = plain[4:12]
 
     def press(client: httpx.Client, button: str) -> httpx.Response:
-        dep = next(
-            d
-            for d in client.get("/_dash-dependencies").json()
-            if any(i["id"] == button for i in d["inputs"])
-        )
-        outs = dep["output"].strip(".").split("...")
-        return client.post(
-            "/_dash-update-component",
-            json={
-                "output": dep["output"],
-                "outputs": [
-                    {"id": o.rsplit(".", 1)[0], "property": o.rsplit(".", 1)[1]} for o in outs
-                ],
-                "inputs": [
-                    {
-                        "id": i["id"],
-                        "property": i["property"],
-                        "value": 1 if i["id"] == button else None,
-                    }
-                    for i in dep["inputs"]
-                ],
-                "changedPropIds": [
-                    f"{button}.{next(i['property'] for i in dep['inputs'] if i['id'] == button)}"
-                ],
-                "state": [{"id": "admin-token-id", "property": "value", "value": token_id}],
-            },
-        )
+        # The click fills the token store (in the browser); its change runs the action.
+        payload = {
+            "inputs": [chosen("admin-token-chosen", token_id, button)],
+            "changedPropIds": ["admin-token-chosen.data"],
+            "state": [],
+        }
+        return dash_post(client, payload)
 
     with secured.login("ada") as admin:
         admin.get("/admin")

@@ -35,22 +35,25 @@ def save_payload(engine: str) -> dict:
     }
 
 
+def chosen(store: str, choice: str, by: str) -> dict:
+    """An admin action's input: the store its click fills in the browser with the native
+    select's value (`choice`) and the button clicked (`by`)."""
+    return {"id": store, "property": "data", "value": {"choice": choice, "by": by, "at": 1}}
+
+
 def create_token_payload(gateway: str) -> dict:
     """The admin page's create-token callback, for an ingest token of `gateway`."""
     return {
         "output": "..admin-result.children@x...admin-tokens-box.children@x...admin-token-id"
-        ".options@x..",
+        ".children@x..",
         "outputs": [
             {"id": "admin-result", "property": "children@x"},
             {"id": "admin-tokens-box", "property": "children@x"},
-            {"id": "admin-token-id", "property": "options@x"},
+            {"id": "admin-token-id", "property": "children@x"},
         ],
-        "inputs": [{"id": "admin-create", "property": "n_clicks", "value": 1}],
-        "changedPropIds": ["admin-create.n_clicks"],
-        "state": [
-            {"id": "admin-gateway", "property": "value", "value": gateway},
-            {"id": "admin-scope", "property": "value", "value": "ingest"},
-        ],
+        "inputs": [chosen("admin-scope-chosen", "ingest", "admin-create")],
+        "changedPropIds": ["admin-scope-chosen.data"],
+        "state": [{"id": "admin-gateway", "property": "value", "value": gateway}],
     }
 
 
@@ -60,7 +63,8 @@ def dash_post(client: httpx.Client, payload: dict) -> httpx.Response:
     deps = client.get("/_dash-dependencies").json()
     wanted = payload["inputs"][0]["id"]
     for dep in deps:
-        if any(i["id"] == wanted for i in dep["inputs"]):
+        # The server's callback, not a browser-side one on the same input.
+        if dep.get("clientside_function") is None and any(i["id"] == wanted for i in dep["inputs"]):
             payload = {**payload, "output": dep["output"]}
             outs = dep["output"].strip(".").split("...")
             payload["outputs"] = [

@@ -1,6 +1,9 @@
-"""Overview page: the window at a glance — headline KPIs with their sparklines, requests/s,
-goodput and TTFT/ITL against the SLO lines over time, GPU-hours or money now vs planned —
-then every KPI against the window before, and the traffic per model."""
+"""Overview page, the morning landing page: the drift findings and one card per engine (its
+status as the Rightsizing page and the email say it, requests/s, goodput against its SLO,
+money now → best plan, a link to its Rightsizing page over the same window) above the fold;
+then the window at a glance — headline KPIs with their sparklines, the fleet's requests/s and
+p95 latencies, goodput and TTFT/ITL against the SLO lines over time, GPU-hours or money now vs
+planned — every KPI against the window before, and the traffic per model."""
 
 from __future__ import annotations
 
@@ -8,11 +11,12 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import cast
+from urllib.parse import urlencode
 
 import pandas as pd
-from dash import Dash, Input, Output, dcc, html
+from dash import ALL, Dash, Input, Output, dcc, html
 
 from app.analytics import overview, windows
 from app.analytics.filters import Filter
@@ -21,11 +25,16 @@ from app.charts import overview as charts
 from app.dashboard import filterbar, ids
 from app.dashboard.findings import drift_panel
 from app.dashboard.pages import register_page
+from app.dashboard.pages.rightsizing import WINDOWS as RIGHTSIZING_WINDOWS
 from app.dashboard.pages.rightsizing import status_badge
 from app.services import overview as glance_service
-from app.services.rightsizing import drift_note, engine_findings, fleet_statuses
+from app.services.economics import EngineMoney
+from app.services.profiles import stored_profiles
+from app.services.rightsizing import drift_note, engine_findings, fleet_statuses, window_to
 from app.services.slo import HOW_TO_SET
+from app.sizing.drift import Finding
 from app.sizing.slo import Fleet, money
+from app.sizing.status import Status, failed_status
 from app.storage.database import Database
 
 log = logging.getLogger("tokenshape.dashboard")
@@ -87,6 +96,15 @@ def _previous(view: filterbar.View, now: datetime) -> Filter | None:
     return replace(view.filter(), start=view.start - (end - view.start), end=view.start)
 
 
+def _seconds(cur, view: filterbar.View, now: datetime) -> float | None:
+    """The window's length in seconds; "all time" has none of its own: the stored span it
+    covers."""
+    first, last, _ = windows.span(cur, view.filter())
+    begin = view.start or first
+    finish = view.end or (now if view.start else last)
+    return (finish - begin).total_seconds() if begin and finish else None
+
+
 def _goodput_kpi(g: glance_service.Glance) -> html.Div:
     total, target = g.goodput_total(), g.goodput_target()
     if total is None:
@@ -113,11 +131,7 @@ def _kpi_cards(
     k = overview.kpis(cur, view.filter(), exact=False)
     prev_filter = _previous(view, now)
     p = overview.kpis(cur, prev_filter, exact=False) if prev_filter else {}
-    # "all time" has no length of its own: its rate is over the stored span it covers.
-    first, last, _ = windows.span(cur, view.filter())
-    begin = view.start or first
-    finish = view.end or (now if view.start else last)
-    seconds = (finish - begin).total_seconds() if begin and finish else None
+    seconds = _seconds(cur, view, now)
     # kpis() always sets "requests" and "relative_error" to numbers.
     rate = cast(float, k["requests"]) / seconds if seconds else None
     prev_rate = (p.get("requests") or 0) / seconds if seconds and p else None
@@ -335,6 +349,23 @@ def _charts(g: glance_service.Glance, query: dict, raw_note: str | None = None) 
                     ),
                 ],
             ),
+            _card(
+                "Fleet p95 latency: TTFT, ITL and total",
+                [
+                    _graph(ids.OVERVIEW_FLEET_LATENCY, charts.fleet_latency_figure(g.fleet_p95)),
+                    html.P(
+                        f"Every request of the window pooled, per {g.bucket} bucket: time to "
+                        "first token, inter-token latency and the whole request (E2E), on one "
+                        "log axis. Each engine against its own SLO: the two charts below."
+                        + (
+                            f" From hourly rollups: each quantile within ±{rel:.2%}."
+                            if (rel := g.fleet_p95.attrs.get("relative_error"))
+                            else ""
+                        ),
+                        className="muted",
+                    ),
+                ],
+            ),
             _card("Goodput", goodput),
             # One query per engine: drawn by the latency callback after the page.
             _card(
@@ -351,6 +382,7 @@ def _charts(g: glance_service.Glance, query: dict, raw_note: str | None = None) 
                     html.P(LATENCY_WAIT, className="muted", id=ids.OVERVIEW_LATENCY_NOTE),
                 ],
             ),
+            _money_card(),
         ],
         className="two-col",
         id=ids.OVERVIEW_CHARTS,
@@ -381,7 +413,9 @@ def money_outputs(
     db: Database, now: datetime, tz: str, fleet: Fleet, weeks: int = 4
 ) -> tuple[dict, str | list, str, str]:
     """The money chart, its note, and the headline KPI's value and note."""
-    m = glance_service.money(db, now=now, tz=tz, fleet=fleet, weeks=weeks)
+    with glance_service.PLANS_LOCK:  # the cards' callback asks for the same plans
+        m = glance_service.money(db, now=now, tz=tz, fleet=fleet, weeks=weeks)
+        statuses = fleet_statuses(db, now=now, tz=tz, fleet=fleet)
     if m.frame.empty and not m.left_out:
         return (
             charts.money_figure(m.frame, m.unit),
@@ -406,7 +440,7 @@ def money_outputs(
     # say it), with the money verdict of its plans.
     verdicts = dict(zip(m.frame["engine"], m.frame["verdict"], strict=True))
     items = []
-    for name, state in fleet_statuses(db, now=now, tz=tz, fleet=fleet):
+    for name, state in statuses:
         items.append(
             html.Li(
                 [
@@ -441,6 +475,291 @@ def money_outputs(
     return figure, note, value, kpi_note
 
 
+# -- above the fold: the drift findings and one card per engine --------------------------------
+
+# The drift block stays short so the engine cards' first row is on screen at 1366×768: the
+# most severe findings, then how many more there are.
+DRIFT_SHOWN = 3
+SEVERITY = {"critical": 0, "warning": 1}
+CARDS_WAIT = "computing its status…"
+
+
+def rightsizing_query(view: filterbar.View, now: datetime, first: datetime | None) -> dict:
+    """The Rightsizing page's query for this view: its window when the page has the same one
+    (24h, 7d, 30d), else the view's bounds as start and end (the last hour, all time, custom)."""
+    if view.window in RIGHTSIZING_WINDOWS:
+        return {"window": view.window}
+    end = view.end or now.replace(second=0, microsecond=0)
+    if view.window == "1h":
+        start: datetime = end - timedelta(hours=1)
+    else:
+        start = view.start or first or end - timedelta(days=7)
+    if start >= end:  # an open-ended window that starts after the last request
+        start = end - timedelta(hours=1)
+    return {"start": start.isoformat(), "end": end.isoformat()}
+
+
+def rightsizing_window(query: dict, now: datetime) -> tuple[datetime, datetime]:
+    """The window the Rightsizing page sizes over for `rightsizing_query`'s answer, read as that
+    page reads its URL (a preset up to the minute; exact start and end otherwise), so a card's
+    status is the one its link shows."""
+    window = query.get("window")
+    if isinstance(window, str) and window in RIGHTSIZING_WINDOWS:
+        return window_to(now, RIGHTSIZING_WINDOWS[window])
+    given = filterbar.parse_query(
+        {"window": "custom", "start": query.get("start"), "end": query.get("end")}, now
+    )
+    if given.start and given.end:
+        return given.start, given.end
+    return window_to(now)  # the page's default: the last 7 days
+
+
+def _rightsizing_href(query: dict, engine: str | None = None) -> str:
+    return "/rightsizing?" + urlencode({**({"engine": engine} if engine else {}), **query})
+
+
+def _drift(db: Database, now: datetime) -> list:
+    """The drift of the last 7 days, the most severe first and at most DRIFT_SHOWN of them
+    (the rest counted, with where to read them); nothing without a profile."""
+    per_engine = engine_findings(db, now)
+    if not per_engine:
+        return []
+    found: list[Finding] = [f for engine in per_engine for f in engine]
+    acted = sorted((f for f in found if f.severity in SEVERITY), key=lambda f: SEVERITY[f.severity])
+    rest = [f for f in found if f.severity not in SEVERITY]
+    # drift_panel shows the critical and warning findings it is given and counts the others.
+    parts: list = [drift_panel([*acted[:DRIFT_SHOWN], *rest], title="Drift of the last 7 days")]
+    if len(acted) > DRIFT_SHOWN:
+        more = len(acted) - DRIFT_SHOWN
+        parts.append(
+            html.P(
+                [
+                    f"and {more} more finding{'s' if more != 1 else ''}: see each engine's ",
+                    dcc.Link("Rightsizing page", href="/rightsizing"),
+                    " or GET /api/drift.",
+                ],
+                className="muted overview-drift-more",
+                id=ids.OVERVIEW_DRIFT_MORE,
+            )
+        )
+    if drift := drift_note(db, None, now, now):
+        parts.append(html.P(f"Drift: {drift}", className="muted", id=ids.OVERVIEW_DRIFT_RAW_ONLY))
+    return parts
+
+
+def _goodput_line(card: glance_service.EngineCard) -> list:
+    """'goodput 97.1% (target 95%: met)', coloured by whether the SLO holds."""
+    if card.goodput is None:
+        return [
+            html.Span("goodput ", className="muted"),
+            "no SLO set" if card.slo is None else "none judged",
+        ]
+    met = card.target is None or card.goodput >= card.target - 1e-12
+    verdict = (
+        "" if card.target is None else f" (target {card.target:.0%}: {'met' if met else 'missed'})"
+    )
+    return [
+        html.Span("goodput ", className="muted"),
+        html.Strong(f"{card.goodput:.1%}"),
+        html.Span(verdict, className="ov-good" if met else "ov-bad"),
+    ]
+
+
+def _rate_line(card: glance_service.EngineCard, seconds: float | None, bucket: str) -> list:
+    """The requests/s sparkline over the window and the window's mean rate."""
+    rate = card.requests / seconds if seconds else None
+    values = card.rates["requests_per_s"] if len(card.rates) else []
+    src = charts.sparkline_svg(values)
+    peak = max((float(v) for v in values), default=0.0)
+    if not src or not card.requests:
+        return [html.Div("no requests in the window", className="ov-spark muted")]
+    alt = f"requests/s per {bucket} bucket, peak {peak:,.3g}"
+    return [html.Img(src=src, alt=alt, className="ov-spark"), html.Span(rate_words(rate))]
+
+
+def rate_words(rate: float | None) -> str:
+    """'14.9 req/s', '1,234 req/s'; a quiet engine per hour ('1.44 req/h') rather than 0.000."""
+    if rate is None or rate != rate:
+        return "–"
+    if rate >= 100:
+        return f"{rate:,.0f} req/s"
+    if rate >= 0.01 or rate == 0:
+        return f"{rate:.3g} req/s"
+    return f"{rate * 3600:.3g} req/h"
+
+
+def _slot(kind: str, k: int, children, className: str) -> html.Div:  # type: ignore[no-untyped-def]
+    return html.Div(children, id={"type": kind, "index": k}, className=className)
+
+
+def _engine_card(k: int, engine: str, link: dict) -> html.Div:
+    """An engine's card as the page paints it: its name and link at once; its requests/s and
+    goodput from the quick callback, its status and money from the plans callback."""
+    return html.Div(
+        [
+            html.Div(
+                [
+                    dcc.Link(
+                        engine,
+                        href=_rightsizing_href(link, engine),
+                        className="ov-card-name",
+                        title=f"{engine} on the Rightsizing page, over this window",
+                        id={"type": ids.OVERVIEW_CARD_LINK, "index": k},
+                    ),
+                    html.Span(
+                        "…",
+                        className="ov-card-status",
+                        id={"type": ids.OVERVIEW_CARD_STATUS, "index": k},
+                    ),
+                ],
+                className="ov-card-head",
+            ),
+            _slot(ids.OVERVIEW_CARD_REASON, k, CARDS_WAIT, "ov-card-reason muted"),
+            _slot(ids.OVERVIEW_CARD_RATE, k, html.Div(className="ov-spark"), "ov-card-rate"),
+            _slot(
+                ids.OVERVIEW_CARD_GOODPUT, k, html.Span("goodput …", className="muted"), "ov-fact"
+            ),
+            html.Div(
+                [
+                    html.Span("…", id={"type": ids.OVERVIEW_CARD_MONEY, "index": k}),
+                    html.Span(" a month (now → best)", className="muted"),
+                ],
+                className="ov-fact",
+                title="now: today's plan; best: the plan with the fewest GPU-hours that holds "
+                f"the traffic within the SLO, from the last {glance_service.MONEY_WEEKS} whole "
+                "weeks (as on the Rightsizing page)",
+            ),
+        ],
+        className="ov-card",
+        id={"type": ids.OVERVIEW_CARD, "index": k},
+    )
+
+
+def _engine_cards(
+    db: Database, view: filterbar.View, flt, now: datetime, first: datetime | None, query: dict
+) -> html.Div:
+    """One card per engine (at most CARDS_LIMIT), and how many more there are; the cards'
+    numbers come from two callbacks (the traffic at once, the plans when the performance
+    model has run), so the page paints as fast as without them."""
+    names, more = glance_service.card_engines(db, flt)
+    if not names:
+        return html.Div(
+            html.P(
+                "No engine yet: requests that name an engine (or an engine profile on the "
+                "Rightsizing page) get a card here.",
+                className="muted",
+            ),
+            id=ids.OVERVIEW_CARDS,
+        )
+    link = rightsizing_query(view, now, first)
+    clean = {k: v for k, v in query.items() if isinstance(v, str)}
+    parts: list = [
+        html.Div(
+            [_engine_card(k, name, link) for k, name in enumerate(names)], className="ov-cards"
+        ),
+        dcc.Store(
+            id=ids.OVERVIEW_CARDS_QUERY,
+            data={"query": clean, "rightsizing": link, "engines": names},
+        ),
+    ]
+    if more:
+        parts.append(
+            html.P(
+                dcc.Link(f"and {more} more — see Rightsizing", href=_rightsizing_href(link)),
+                id=ids.OVERVIEW_CARDS_MORE,
+            )
+        )
+    return html.Div(parts, id=ids.OVERVIEW_CARDS)
+
+
+def _asked(data: dict) -> list[str]:
+    """The store's engines, in card order; names this database does not know are kept (their
+    slots must be answered) but never sized."""
+    return [n for n in data.get("engines") or [] if isinstance(n, str)]
+
+
+def _known(db: Database) -> set[str]:
+    return set(stored_profiles(db)) | set(filterbar.choices(db).get("engine", []))
+
+
+def traffic_outputs(
+    db: Database, data: dict, now: datetime, tz: str, fleet: Fleet
+) -> tuple[list, list]:
+    """Each card's requests/s line and goodput line for the cards' store (the page's query and
+    the engines in card order)."""
+    names = _asked(data)
+    query = {k: v for k, v in (data.get("query") or {}).items() if isinstance(v, str)}
+    # The query is the client's: parsed and validated exactly as the page's URL is.
+    view = filterbar.parse_query(query, now, tz)
+    flt = view.filter()
+    known = _known(db)
+    asked = [n for n in names if n in known]
+    cards = glance_service.engine_cards(db, flt, asked, fleet, tz=tz)
+    by_name = {c.engine: c for c in cards.cards}
+    seconds = _seconds(db.cursor(), view, now)
+    rates: list = []
+    goods: list = []
+    for name in names:
+        card = by_name.get(name)
+        if card is None:
+            rates.append(html.Div("not an engine of this database", className="ov-spark muted"))
+            goods.append("–")
+            continue
+        rates.append(_rate_line(card, seconds, cards.bucket))
+        goods.append(_goodput_line(card))
+    return rates, goods
+
+
+def _money_words(m: EngineMoney | None) -> tuple[str, str]:
+    """A card's money as the Rightsizing fleet table writes it, and what the title says."""
+    if m is None:
+        return "–", "no profile: no plans"
+    if m.baseline is None or m.best is None:
+        return "–", m.error or m.verdict
+    if m.baseline.cost_month is not None and m.best.cost_month is not None:
+        return (
+            f"{money(m.baseline.cost_month, m.currency)} → {money(m.best.cost_month, m.currency)}",
+            f"best: {m.best.label}",
+        )
+    return (
+        f"{m.baseline.gpu_hours_month:,.0f} → {m.best.gpu_hours_month:,.0f} GPU-h",
+        f"best: {m.best.label}",
+    )
+
+
+def cards_outputs(
+    db: Database, data: dict, now: datetime, tz: str, fleet: Fleet
+) -> tuple[list, list, list, list]:
+    """Each card's status badge, reason, money and border colour for the cards' store (the
+    engines in card order and the Rightsizing window their links open)."""
+    names = _asked(data)
+    query = {k: v for k, v in (data.get("rightsizing") or {}).items() if isinstance(v, str)}
+    start, end = rightsizing_window(query, now)
+    # The names are the client's: only engines this database knows are sized.
+    known = _known(db)
+    asked = [n for n in names if n in known]
+    plans = {
+        p.engine: p
+        for p in glance_service.card_plans(
+            db, asked, start=start, end=end, now=now, tz=tz, fleet=fleet
+        )
+    }
+    badges, reasons, moneys, styles = [], [], [], []
+    for name in names:
+        plan = plans.get(name)
+        state: Status = (
+            plan.status
+            if plan
+            else failed_status(f"{name[:60]!r} is not an engine of this database")
+        )
+        text, title = _money_words(plan.money if plan else None)
+        badges.append(status_badge(state))
+        reasons.append(html.Span(state.reason, title=state.reason))
+        moneys.append(html.Span(text, title=title))
+        styles.append({"borderLeftColor": state.colour})
+    return badges, reasons, moneys, styles
+
+
 def layout_for(
     db: Database, query: dict, now: datetime, tz: str = "UTC", fleet: Fleet = Fleet()
 ) -> html.Div:
@@ -462,7 +781,16 @@ def layout_for(
         )
     view, flt, bar = filterbar.prepare(db, query, now, tz=tz)
     frame = overview.per_model(cur, flt, exact=False)
-    parts = [html.H2("Overview"), bar]
+    # Above the fold at 1366×768: what to act on this morning, then every engine's card.
+    parts = [
+        html.H2("Overview"),
+        bar,
+        html.Div(
+            [*_drift(db, now), _engine_cards(db, view, flt, now, info["first"], query)],
+            className="overview-today",
+            id=ids.OVERVIEW_TODAY,
+        ),
+    ]
     if frame.empty:
         parts.append(filterbar.empty_state(view, ids.OVERVIEW_WINDOW_EMPTY))
     else:
@@ -470,17 +798,9 @@ def layout_for(
         parts += [
             _kpi_cards(cur, view, now, g, frame.attrs["relative_error"]),
             _charts(g, query, raw_only_note(cur, flt, now, reader="goodput reads")),
-            _money_card(),
             html.H3("Per model"),
             _model_table(frame),
         ]
-    found = [f for engine in engine_findings(db, now) for f in engine]
-    if found:
-        parts.append(drift_panel(found, title="Drift of the last 7 days"))
-        if drift := drift_note(db, None, now, now):
-            parts.append(
-                html.P(f"Drift: {drift}", className="muted", id=ids.OVERVIEW_DRIFT_RAW_ONLY)
-            )
     parts.append(
         html.P(
             f"Stored: {info['requests']:,} requests from {info['first']:%Y-%m-%d %H:%M} to "
@@ -497,14 +817,15 @@ def layout_for(
                 className="muted",
             )
         )
-    return html.Div(parts)
+    return html.Div(parts, className="overview-page")
 
 
 def register(
     app: Dash, db: Database, clock: Callable[[], datetime], tz: str, fleet: Fleet = Fleet()
 ) -> None:
-    """Register the page at / (its layout follows the URL's query) and the callback that draws
-    the money chart after it; `fleet` holds the settings' default SLO and cost."""
+    """Register the page at / (its layout follows the URL's query) and the callbacks that fill
+    the engine cards' status and money, the TTFT/ITL lines and the money chart after it;
+    `fleet` holds the settings' default SLO and cost."""
     register_page(
         __name__, "/", "Overview", 0, lambda **query: layout_for(db, query, clock(), tz, fleet)
     )
@@ -519,6 +840,37 @@ def register(
         # The query is the client's: parsed and validated exactly as the page's URL is.
         clean = {k: v for k, v in (query or {}).items() if isinstance(v, str)}
         return await asyncio.to_thread(latency_outputs, db, clean, clock(), tz, fleet)
+
+    @app.callback(
+        Output({"type": ids.OVERVIEW_CARD_RATE, "index": ALL}, "children"),
+        Output({"type": ids.OVERVIEW_CARD_GOODPUT, "index": ALL}, "children"),
+        Input(ids.OVERVIEW_CARDS_QUERY, "data"),
+    )
+    async def _cards_traffic(data):  # type: ignore[no-untyped-def]
+        data = data if isinstance(data, dict) else {}
+        try:
+            return await asyncio.to_thread(traffic_outputs, db, data, clock(), tz, fleet)
+        except Exception as exc:  # say so in every card rather than leave it waiting
+            log.exception("overview: the engine cards' traffic failed")
+            n = len(data.get("engines") or [])
+            return [f"the traffic could not be read: {exc}"] * n, ["–"] * n
+
+    @app.callback(
+        Output({"type": ids.OVERVIEW_CARD_STATUS, "index": ALL}, "children"),
+        Output({"type": ids.OVERVIEW_CARD_REASON, "index": ALL}, "children"),
+        Output({"type": ids.OVERVIEW_CARD_MONEY, "index": ALL}, "children"),
+        Output({"type": ids.OVERVIEW_CARD, "index": ALL}, "style"),
+        Input(ids.OVERVIEW_CARDS_QUERY, "data"),
+    )
+    async def _cards(data):  # type: ignore[no-untyped-def]
+        data = data if isinstance(data, dict) else {}
+        try:
+            return await asyncio.to_thread(cards_outputs, db, data, clock(), tz, fleet)
+        except Exception as exc:  # a broken plan must not leave the cards waiting forever
+            log.exception("overview: the engine cards failed")
+            n = len(data.get("engines") or [])
+            state = failed_status(f"the status could not be computed: {exc}")
+            return [status_badge(state)] * n, [state.reason] * n, ["–"] * n, [{}] * n
 
     @app.callback(
         Output(ids.OVERVIEW_MONEY, "figure"),

@@ -486,7 +486,9 @@ def _whatif(r: Recommendation) -> html.Div:
     )
 
 
-def _number(name: str, label: str, value: float | None, placeholder: str = "") -> html.Label:
+def _number(
+    name: str, label: str, value: float | None, placeholder: str = "", disabled: bool = False
+) -> html.Label:
     return html.Label(
         [
             html.Span(label),
@@ -495,6 +497,7 @@ def _number(name: str, label: str, value: float | None, placeholder: str = "") -
                 value=value,
                 placeholder=placeholder,
                 id={"type": "rs-field", "name": name},
+                disabled=disabled,
             ),
         ]
     )
@@ -506,7 +509,22 @@ def _fleet_default(fleet: Fleet, name: str) -> str:
     return "" if value is None else f"fleet: {value:g}"
 
 
+def _read_only_note() -> html.P:
+    """A viewer's one line over the disabled editor: who they are and whom to ask."""
+    who = principal.current()
+    name = f" ({who.name})" if who is not None and who.via != "open" else ""
+    return html.P(
+        f"Read-only: you are a viewer{name}. Only admins change engine profiles: ask one, or "
+        "use PUT /api/engines/{name} with an admin token.",
+        id=ids.RIGHTSIZING_READ_ONLY,
+        className="readonly-note",
+    )
+
+
 def _editor(engine: str, profile: dict, editable: bool = True, fleet: Fleet = Fleet()) -> html.Div:
+    # A viewer sees the same form, every field disabled (greyed, static/readonly.css) and
+    # one note saying why, rather than controls that would only be refused.
+    off = not editable
     fields = []
     for name, label, options in SELECT_FIELDS:
         fields.append(
@@ -518,17 +536,19 @@ def _editor(engine: str, profile: dict, editable: bool = True, fleet: Fleet = Fl
                         value=profile.get(name),
                         clearable=False,
                         id={"type": "rs-field", "name": name},
+                        disabled=off,
                     ),
                 ]
             )
         )
     plan_fields: list[html.Label] = []
     for name, label in NUMBER_FIELDS:
-        field = _number(name, label, profile.get(name), _fleet_default(fleet, name))
+        field = _number(name, label, profile.get(name), _fleet_default(fleet, name), off)
         (plan_fields if name in PLAN_FIELDS else fields).append(field)
     return html.Div(
         [
             html.H3(f"Profile of {engine}"),
+            *([_read_only_note()] if off else []),
             html.Div(fields, className="editor-grid"),
             html.H4("Replicas, latency targets (SLO) and money"),
             html.P(
@@ -545,6 +565,7 @@ def _editor(engine: str, profile: dict, editable: bool = True, fleet: Fleet = Fl
                         type="text",
                         value=profile.get("hf_model"),
                         id={"type": "rs-field", "name": "hf_model"},
+                        disabled=off,
                     ),
                 ]
             ),
@@ -558,6 +579,7 @@ def _editor(engine: str, profile: dict, editable: bool = True, fleet: Fleet = Fl
                         id={"type": "rs-field", "name": "hf_config"},
                         placeholder='{"architectures": ["LlamaForCausalLM"], "hidden_size": …}',
                         className="startup-log",
+                        disabled=off,
                     ),
                 ]
             ),
@@ -571,6 +593,7 @@ def _editor(engine: str, profile: dict, editable: bool = True, fleet: Fleet = Fl
                         id={"type": "rs-field", "name": "startup_log"},
                         placeholder="INFO ... GPU KV cache size: 476,016 tokens",
                         className="startup-log",
+                        disabled=off,
                     ),
                 ]
             ),
@@ -590,9 +613,8 @@ def _editor(engine: str, profile: dict, editable: bool = True, fleet: Fleet = Fl
                         "prices go; the traffic stays. To undo, save the profile again "
                         "(tokenshape engine set, or this form).",
                     ),
-                    html.Span(
-                        "" if editable else READ_ONLY, id=ids.RIGHTSIZING_SAVED, className="muted"
-                    ),
+                    # Empty for a viewer too: the note above the fields says it once.
+                    html.Span("", id=ids.RIGHTSIZING_SAVED, className="muted"),
                 ],
                 className="editor-actions",
             ),
@@ -600,7 +622,7 @@ def _editor(engine: str, profile: dict, editable: bool = True, fleet: Fleet = Fl
             dcc.Location(id=ids.RIGHTSIZING_RELOAD, refresh=True),
         ],
         id=ids.RIGHTSIZING_EDITOR,
-        className="card editor",
+        className="card editor readonly" if off else "card editor",
     )
 
 

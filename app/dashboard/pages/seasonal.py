@@ -20,10 +20,8 @@ from dash.development.base_component import Component
 
 from app.analytics import shapes, traffic
 from app.analytics.filters import Filter
-from app.charts.heatmap import heatmap_figure
 from app.charts.plans import PlanLine, coinciding_words, latency_figure, replicas_figure
-from app.charts.seasonal import shared_heat_scale
-from app.charts.traffic import weekday_hour_figure
+from app.charts.seasonal import window_heatmaps, windows_matrix_figure
 from app.dashboard import filterbar, ids
 from app.dashboard.pages import graph, graph_card, money_panel, register_page
 from app.services import profiles as profile_store
@@ -41,6 +39,7 @@ from app.sizing.seasonal import (
     WindowConfig,
     binding_words,
     need_for,
+    share_words,
     window_config,
     window_label,
 )
@@ -243,11 +242,13 @@ def why_one_engine(r: SeasonalReport, sz: Sizing) -> list[str]:
         items.append(text + f"; rounded up, {reps[h]}.")
     if res.split is not None:
         one, two = res.split.configs
+        # The verdict's own rounding: a saving under the threshold never reads as equal to it.
+        saved, bar = share_words(res.savings_vs_hourly, res.threshold)
         items.append(
             f"So the best split ({window_label(one.hours)} and {window_label(two.hours)}) "
-            f"saves {max(res.savings_vs_hourly, 0):.0%} of plan (b)'s GPU-hours "
+            f"saves {saved} of plan (b)'s GPU-hours "
             f"({hourly.gpu_hours_week:,.0f} → {res.split.gpu_hours_week:,.0f} a week), under "
-            f"the {res.threshold:.0%} a second engine must save."
+            f"the {bar} a second engine must save."
         )
     else:
         items.append(
@@ -526,6 +527,8 @@ def _copyable(title: str, text: str, box_id: str) -> html.Div:
                 text,
                 id=box_id,
                 className="code",
+                # It scrolls: keyboard users reach it to scroll it (WCAG 2.1.1).
+                tabIndex="0",
                 style={"maxHeight": "420px", "overflow": "auto", "wordBreak": "normal"},
             ),
         ]
@@ -700,7 +703,7 @@ def layout_for(
         graph_card(
             "Requests by hour and weekday, with the best split's windows",
             ids.SEASONAL_MATRIX,
-            weekday_hour_figure(matrix, tz, windows),
+            windows_matrix_figure(matrix, tz, windows),
         ),
     ]
     whole = getattr(r, "whole_day", None)
@@ -733,8 +736,8 @@ def layout_for(
             window_flt = Filter(
                 start=r.start, end=r.end, engines=(engine,), hours=config.hours, tz=tz
             )
-            maps.append(heatmap_figure(shapes.heatmap(db.cursor(), window_flt), percent=True))
-        figures, top = shared_heat_scale(maps)
+            maps.append(shapes.heatmap(db.cursor(), window_flt))
+        figures, top = window_heatmaps(maps)
         cards = []
         for config, block, figure in zip(res.split.configs, r.commands, figures, strict=True):
             framework = next(k for k in block if k not in ("window", "build"))
@@ -753,9 +756,10 @@ def layout_for(
             )
         parts.append(
             html.P(
-                "Both windows' heat maps on one colour scale: each cell is its share of the "
-                f"window's requests, 0 to {top:.1f}% (the busiest cell of either), so a "
-                "colour means the same share in both; the margins share their scale too.",
+                "Both windows' heat maps on the same bins and one colour scale: each cell is its "
+                f"share of the window's requests, 0 to {top:.1f}% (the busiest cell of either), "
+                "so a cell and a colour mean the same in both; the margins share their scale "
+                "too.",
                 className="muted",
                 id=ids.SEASONAL_HEAT_NOTE,
             )

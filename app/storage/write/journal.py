@@ -16,6 +16,7 @@ inserts only keys not in the table), so it costs a re-read, never a duplicate or
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -24,6 +25,22 @@ import pyarrow.ipc as ipc
 from app.storage.files import PRIVATE_FILE, fsync_dir, private_dir, tighten_and_log
 
 BUFFER_BYTES = 4 * 1024 * 1024  # a flush of several thousand rows fits
+_MARKER = b"\xff\xff\xff\xff"  # every IPC message starts with it (Arrow >= 0.15)
+_END = _MARKER + b"\x00\x00\x00\x00"  # the end-of-stream marker a closed segment ends with
+_MAX_METADATA = 1 << 20  # a batch's metadata is a few hundred bytes; more is a damaged length
+
+
+@dataclass
+class Salvage:
+    """What could be read back from a segment, and what could not."""
+
+    table: pa.Table | None
+    problems: list[str] = field(default_factory=list)  # empty: intact (a torn tail is normal)
+    lost_rows: int | None = 0  # None: a damaged part's rows cannot be counted
+
+    def lose(self, rows: int | None) -> None:
+        """Count rows lost to damage (None: some that cannot be counted)."""
+        self.lost_rows = None if rows is None or self.lost_rows is None else self.lost_rows + rows
 
 
 class Journal:
@@ -125,6 +142,81 @@ class Journal:
         self.rotate()
 
     @staticmethod
+    def salvage(path: Path, schema: pa.Schema) -> Salvage:
+        """Every readable row of a segment, and what damage cost: a damaged header is read past
+        with `schema` (the journal's), an unreadable message is skipped to the next one that
+        reads, and a batch that fails Arrow's full validation (invalid UTF-8, bad offsets) is
+        kept row by row. A torn last message (a crash mid-append: never fsynced, never
+        acknowledged) is no damage."""
+        data = path.read_bytes()
+        buf = pa.py_buffer(data)
+        out = Salvage(None)
+        batches: list[pa.RecordBatch] = []
+        file_schema: pa.Schema | None = None
+        pos = 0
+        try:
+            source = pa.BufferReader(buf)
+            message = ipc.read_message(source)
+            file_schema = ipc.read_schema(message)
+            pos = source.tell()
+            if not _plausible(file_schema, schema):
+                raise pa.ArrowInvalid(f"its schema names unknown columns: {file_schema.names}")
+        except (pa.ArrowException, OSError, EOFError, ValueError, IndexError) as exc:
+            file_schema = None
+            resume = _next_message(data, buf, 1, schema)
+            if resume is None and _torn(exc, data, 0):
+                return out  # a segment cut short while its first rows were being written
+            out.problems.append(f"its header is unreadable ({_first_line(exc)})")
+            if resume is None:
+                out.lose(None)  # bytes after a broken header, none of them readable
+            pos = len(data) if resume is None else resume
+        use = file_schema or schema
+        start = pos  # where the last message read began: a failure rescans from just after it
+        reread = False  # a rescan went back before the failed read: a message may repeat
+        while pos < len(data):
+            source = pa.BufferReader(buf)
+            source.seek(pos)
+            try:
+                message = ipc.read_message(source)
+                if message.type != "record batch":
+                    raise pa.ArrowInvalid(f"a {message.type} message where rows belong")
+                batch = ipc.read_record_batch(message, use)
+                start, pos = pos, source.tell()
+            except (pa.ArrowException, OSError, ValueError, IndexError, EOFError) as exc:
+                if isinstance(exc, EOFError) and pos >= len(data) - len(_END):
+                    break  # the stream's end marker, where a closed segment has it
+                # From just after the last message's start, not from here: a damaged length
+                # there may have carried the read past the next message's first bytes.
+                resume = _next_message(data, buf, min(start + 1, pos + 1), use)
+                reread = reread or (resume is not None and resume < pos)
+                if resume is None and _torn(exc, data, pos):
+                    break  # the torn tail: never acknowledged
+                where = f"bytes {pos:,}-{(resume or len(data)):,}"
+                out.problems.append(f"{where} are unreadable ({_first_line(exc)})")
+                out.lose(None)
+                if resume is None:
+                    break
+                start = pos = resume
+                continue
+            try:
+                batch.validate(full=True)
+                batches.append(batch)
+            except pa.ArrowInvalid as exc:
+                kept = [
+                    batch.slice(i, 1) for i in range(batch.num_rows) if _valid(batch.slice(i, 1))
+                ]
+                out.problems.append(
+                    f"{batch.num_rows - len(kept):,} of a batch's {batch.num_rows:,} rows are "
+                    f"damaged ({_first_line(exc)})"
+                )
+                out.lose(batch.num_rows - len(kept))
+                batches.extend(kept)
+        if file_schema is not None or batches:
+            table = pa.Table.from_batches(batches, schema=use)
+            out.table = _first_of_each_key(table) if reread else table
+        return out
+
+    @staticmethod
     def read(path: Path) -> pa.Table | None:
         """All complete batches of a segment; a torn last batch (crash mid-append) is skipped.
 
@@ -145,3 +237,69 @@ class Journal:
         if schema is None:
             return None
         return pa.Table.from_batches(batches, schema=schema)
+
+
+def _torn(exc: BaseException, data: bytes, pos: int) -> bool:
+    """Whether the message at `pos` is a torn write: in a segment never closed (a closed one
+    ends with the stream's end marker, so nothing in it was cut short), an intact start (the
+    marker and a sane metadata length) whose bytes run past the end of the file. Damage that
+    makes a length absurd, or breaks the marker, is not mistaken for one."""
+    if data.endswith(_END):
+        return False
+    if len(data) - pos < 8:
+        return data[pos:] == _MARKER[: len(data) - pos] or isinstance(exc, EOFError)
+    length = int.from_bytes(data[pos + 4 : pos + 8], "little", signed=True)
+    sane = data[pos : pos + 4] == _MARKER and 0 < length <= _MAX_METADATA
+    text = str(exc)
+    short = "Expected to" in text and "read" in text or isinstance(exc, EOFError)
+    return sane and short
+
+
+def _first_of_each_key(table: pa.Table) -> pa.Table:
+    """The table with each (gateway, request_id) once: a rescan after damage may read a
+    message twice, and the journal never holds a key twice otherwise."""
+    if not {"gateway", "request_id"} <= set(table.column_names) or table.num_rows < 2:
+        return table
+    seen: set[tuple] = set()
+    keep = []
+    for key in zip(*table.select(["gateway", "request_id"]).to_pydict().values(), strict=True):
+        keep.append(key not in seen)
+        seen.add(key)
+    return table if all(keep) else table.filter(pa.array(keep))
+
+
+def _plausible(found: pa.Schema, schema: pa.Schema) -> bool:
+    """Whether a segment's own schema is the journal's or an older one (columns added since
+    are missing; conform_requests fills them): every column it names, with the same type."""
+    return all(
+        schema.get_field_index(f.name) >= 0 and schema.field(f.name).type == f.type for f in found
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+
+
+def _valid(batch: pa.RecordBatch) -> bool:
+    try:
+        batch.validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+def _next_message(data: bytes, buf: pa.Buffer, start: int, schema: pa.Schema) -> int | None:
+    """The offset of the next record batch at or after `start` that reads with `schema`."""
+    at = start
+    while (at := data.find(_MARKER, at)) >= 0:
+        source = pa.BufferReader(buf)
+        source.seek(at)
+        try:
+            message = ipc.read_message(source)
+            if message.type == "record batch":
+                ipc.read_record_batch(message, schema)
+                return at
+        except (pa.ArrowException, OSError, EOFError, ValueError, IndexError):
+            pass
+        at += 1
+    return None

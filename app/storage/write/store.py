@@ -5,21 +5,31 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from app.storage import rollups
+from app.storage import quarantine, rollups
 from app.storage.batches import Batch, WriteResult, rejects_table
 from app.storage.rows import first_row, rollback
 from app.storage.schema import REQUEST_COLUMNS, conform_requests
-from app.storage.write.journal import Journal
+from app.storage.write.journal import Journal, Salvage
 from app.storage.write.keys import KeyIndex, key_hashes, stored_key_hashes
 
 _COLS = ", ".join(REQUEST_COLUMNS)
 log = logging.getLogger("tokenshape.store")
+
+
+def _disk_full(exc: BaseException) -> bool:
+    text = str(exc)
+    return "No space left on device" in text or "Disk quota exceeded" in text
+
+
+def _line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,7 @@ class RequestStore:
         self._moving: list[pa.Table] = []  # being inserted into DuckDB now
         self._segments: list = []  # closed journal segments whose rows are not in DuckDB yet
         self.moved_rows = 0  # rows moved from the journal into DuckDB since start
+        self.damage: list[quarantine.Damage] = []  # segments quarantined at start
         if journal is not None:
             self.recovered = self._recover(journal)
         self.keys = KeyIndex(stored_key_hashes(con))
@@ -116,31 +127,91 @@ class RequestStore:
             return sum(t.num_rows for t in self._pending + self._moving)
 
     def _recover(self, journal: Journal) -> int:
-        """Store rows a crash left in journal segments (unless already stored); drop them."""
+        """Store rows a crash left in journal segments (unless already stored); drop them.
+
+        A damaged segment never stops the start: every readable row in it is stored, the
+        file is moved to the quarantine folder with a note of what was lost, and an ERROR
+        names it (`damage` lists it for health). A disk too full to store them leaves the
+        segments where they are, their rows pending for the mover, which stores them when
+        space returns; the server starts and serves reads meanwhile."""
         restored = 0
+        folder = quarantine.folder_for(journal.directory)
         for path in journal.segments():
-            rows = Journal.read(path)
-            if rows is not None and rows.num_rows:
-                rows = conform_requests(rows)  # a segment from before a column was added
-                self.con.execute("BEGIN TRANSACTION")
+            try:
+                found = Journal.salvage(path, journal.schema)
+            except OSError as exc:
+                found = Salvage(None, [f"it cannot be read ({exc.strerror or exc})"], None)
+            rows = found.table
+            read_back = rows.num_rows if rows is not None else 0
+            if read_back:
+                assert rows is not None
                 try:
-                    self.con.register("staged", rows)
-                    row = first_row(
-                        self.con,
-                        f"INSERT INTO requests ({_COLS}) SELECT {_COLS} FROM staged s ANTI JOIN "
-                        "requests r ON r.gateway = s.gateway AND r.request_id = s.request_id",
+                    rows = conform_requests(rows)  # a segment from before a column was added
+                    restored += self._store_recovered(rows)
+                except (duckdb.Error, pa.ArrowException) as exc:
+                    if isinstance(exc, duckdb.Error) and _disk_full(exc):
+                        self._defer(path, rows, exc)
+                        continue
+                    found.problems.append(f"its rows could not be stored ({_line(exc)})")
+                    found.lose(read_back)
+                    read_back = 0
+            if found.problems:
+                self.damage.append(
+                    quarantine.quarantine(
+                        folder,
+                        path,
+                        kind="journal segment",
+                        problem="; ".join(found.problems),
+                        recovered_rows=read_back,
+                        lost_rows=found.lost_rows,
                     )
-                    rollups.mark_inserted(self.con, "staged")
-                    self.con.unregister("staged")
-                    self.con.execute("COMMIT")
-                except BaseException:
-                    rollback(self.con)
-                    raise
-                restored += int(row[0]) if row else 0
-            path.unlink()
+                )
+            else:
+                path.unlink()
         if restored:
             log.info("recovered %d journaled requests into the database", restored)
         return restored
+
+    def _store_recovered(self, rows: pa.Table) -> int:
+        """Insert the rows not stored yet, in one transaction; how many were inserted."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            self.con.register("staged", rows)
+            row = first_row(
+                self.con,
+                f"INSERT INTO requests ({_COLS}) SELECT {_COLS} FROM staged s ANTI JOIN "
+                "requests r ON r.gateway = s.gateway AND r.request_id = s.request_id",
+            )
+            rollups.mark_inserted(self.con, "staged")
+            self.con.execute("COMMIT")
+        except BaseException:
+            rollback(self.con)
+            raise
+        finally:
+            self.con.unregister("staged")
+        return int(row[0]) if row else 0
+
+    def _defer(self, path: Path, rows: pa.Table, exc: BaseException) -> None:
+        """Leave a segment for the mover: its rows not stored yet wait as pending (the dedupe
+        sees them there), the file stays until the mover has stored them."""
+        self.con.register("staged", rows)
+        try:
+            fresh = self.con.sql(
+                f"SELECT {_COLS} FROM staged s ANTI JOIN requests r "
+                "ON r.gateway = s.gateway AND r.request_id = s.request_id"
+            ).to_arrow_table()
+            assert fresh is not None
+        finally:
+            self.con.unregister("staged")
+        self._pending.append(fresh.cast(rows.schema) if fresh.schema != rows.schema else fresh)
+        self._segments.append(path)
+        log.error(
+            "cannot store %d journaled requests from %s at start (%s): they wait in the journal, "
+            "reads are served, and they are stored as soon as the disk has room",
+            fresh.num_rows,
+            path,
+            _line(exc),
+        )
 
     def screen(self, batches: list[Batch]) -> Screened:
         """Each batch's key hashes, and whether no row of the flush can be a duplicate (the

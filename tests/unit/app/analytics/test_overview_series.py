@@ -54,3 +54,14 @@ def test_engines_busiest_first_and_one_engine_filter(db):
     assert series.engines_in(cur, Filter()) == ["rag", "chat"]
     only = series.quantile_over_time(cur, series.for_engine(Filter(), "chat"), "1h", "UTC", 0.5)
     assert only["ttft_ms"].tolist() == [300.0]
+
+
+def test_the_fleet_chart_asks_for_e2e_too_and_only_known_measures(db):
+    cur = db.cursor()
+    frame = series.quantile_over_time(
+        cur, Filter(), "1h", "UTC", 0.95, measures=series.FLEET_MEASURES
+    )
+    assert frame["e2e_ms"].tolist() == [5000.0, 5000.0]
+    assert frame["ttft_ms"].iloc[0] == pytest.approx(np.quantile(TTFT, 0.95))
+    with pytest.raises(ValueError, match="choose from ttft_ms, itl_ms, e2e_ms"):
+        series.quantile_over_time(cur, Filter(), "1h", "UTC", 0.95, measures=("isl; DROP",))

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+import pytest
 
 from app.analytics.shapes import HeatMap
-from app.charts.heatmap import Bounds, heatmap_figure
+from app.charts.heatmap import Bounds, heatmap_figure, heatmap_span
 
 
 def _heatmap(hm: HeatMap, **kwargs) -> go.Figure:
@@ -56,3 +57,32 @@ def test_heatmap_figure_draws_engine_bounds_and_stretches_to_them():
     assert curve.x[0] < 0 < curve.y[0] - 2 + 0.5
     # The axes reach the bins holding the bounds, although traffic is only in the first one.
     assert len(fig.layout.xaxis3.ticktext) == 3 and len(fig.layout.yaxis3.ticktext) == 3
+
+
+def test_the_margins_hover_with_range_count_and_share_and_count_from_zero():
+    counts = np.array([[1, 3], [0, 4]], dtype=np.int64)  # ISL bin 0: 4 requests, bin 1: 4
+    for percent in (False, True):
+        fig = _heatmap(HeatMap((0, 16), (0, 16), counts, 8), percent=percent)
+        isl, osl = fig.data[1], fig.data[2]
+        # Whichever the bars are drawn in (requests or %), hover gives both and the bin.
+        assert [list(c) for c in isl.customdata] == [[4, 50.0], [4, 50.0]]
+        assert [list(c) for c in osl.customdata] == [[1, 12.5], [7, 87.5]]  # OSL bins 0, 1
+        for bars, axis in ((isl, "ISL"), (osl, "OSL")):
+            assert list(bars.text) == ["0–16", "≥16"]
+            assert bars.hovertemplate.startswith(f"{axis} %{{text}} tokens<br>")
+            assert "%{customdata[0]:,} requests (%{customdata[1]:.2f}% " in bars.hovertemplate
+        # The count axes never tick below zero.
+        assert fig.layout.yaxis.rangemode == fig.layout.xaxis4.rangemode == "nonnegative"
+
+
+def test_a_span_gives_maps_the_same_bins():
+    counts = np.zeros((4, 4), dtype=np.int64)
+    counts[0, 0] = 5
+    hm = HeatMap((0, 16, 32, 64), (0, 16, 32, 64), counts, 5)
+    assert heatmap_span(hm) == (1, 1)
+    fig = _heatmap(hm, span=(3, 2))
+    assert list(fig.layout.xaxis3.ticktext) == ["0–16", "16–32", "32–64"]
+    assert list(fig.layout.yaxis3.ticktext) == ["0–16", "16–32"]
+    assert np.asarray(fig.data[0].z, dtype=float).shape == (2, 3)
+    with pytest.raises(ValueError, match="span 5 × 1 bins is outside the heat map's 4 × 4"):
+        heatmap_figure(hm, span=(5, 1))

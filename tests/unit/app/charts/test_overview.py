@@ -4,6 +4,7 @@ plotly's graph objects (which validates every attribute against plotly's schema)
 from __future__ import annotations
 
 import math
+from urllib.parse import unquote
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -117,3 +118,27 @@ def test_sparkline_has_no_axes_and_an_optional_target():
     assert fig.layout.yaxis.range[0] <= 0.95  # the target stays in view
     plain = go.Figure(charts.sparkline_figure(T, [1.0, 2.0, math.inf]))
     assert len(plain.data) == 1 and list(plain.data[0].y) == [1.0, 2.0, None]
+
+
+def test_fleet_latency_figure_draws_ttft_itl_and_total_on_one_log_axis():
+    frame = _bucketed([300.0, 0.0, math.nan], [30.0, 31.0, 29.0])
+    frame["e2e_ms"] = [20_000.0, 25_000.0, 30_000.0]
+    fig = go.Figure(charts.fleet_latency_figure(frame))
+    assert [t.name for t in fig.data] == ["TTFT p95", "ITL p95", "total (E2E) p95"]
+    ttft = fig.data[0]
+    assert list(ttft.y) == [300.0, None, None]  # nothing at 0 on a log axis, NaN a gap
+    assert fig.layout.yaxis.type == "log"
+    # Without an E2E column (the engines' frames) the chart draws what it has.
+    assert len(go.Figure(charts.fleet_latency_figure(_bucketed([1.0] * 3, [2.0] * 3))).data) == 2
+
+
+def test_sparkline_svg_is_a_data_url_with_a_line_per_run_of_values():
+    src = charts.sparkline_svg([1.0, 2.0, math.nan, 4.0, 0.0])
+    assert src.startswith("data:image/svg+xml,")
+    svg = unquote(src.removeprefix("data:image/svg+xml,"))
+    assert svg.count("<polyline") == 2  # the gap splits the line
+    assert 'xmlns="http://www.w3.org/2000/svg"' in svg and "<script" not in svg
+    # The highest value reaches the top (y = the padding), zero the bottom.
+    assert ",1.5" in svg and f",{36 - 1.5:.1f}" in svg
+    assert charts.sparkline_svg([]) == "" and charts.sparkline_svg([math.nan]) == ""
+    assert charts.sparkline_svg([5.0]).startswith("data:image/svg+xml,")  # one bucket: a dot

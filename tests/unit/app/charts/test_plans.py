@@ -53,6 +53,8 @@ def test_latency_bars_per_hour_against_the_targets_and_red_where_infeasible():
     lines = [t for t in fig.data if t.type == "scatter"]
     assert len(bars) == 2 and bars[0].y[0] is None and bars[0].y[23] is None  # inf: no bar
     assert bars[0].marker.color[23] == "#b42318" and bars[0].marker.color[10] == "#2a9d8f"
+    # Not by hue alone: the infeasible hours are hatched as well.
+    assert bars[0].marker.pattern.shape[23] == "x" and bars[0].marker.pattern.shape[10] == ""
     assert [t.name for t in lines] == ["TTFT target 500 ms", "ITL target 40 ms"]
     assert set(lines[1].y) == {40}
     titles = [a.text for a in fig.layout.annotations]

@@ -5,8 +5,17 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
-from app.sizing.seasonal import HourDemand, plans, window_label
+from app.sizing.seasonal import (
+    HourDemand,
+    Plan,
+    Seasonal,
+    below,
+    plans,
+    share_words,
+    window_label,
+)
 
 G = 256
 
@@ -49,15 +58,18 @@ def test_the_search_finds_the_known_split_and_its_savings():
     assert result.savings_vs_hourly == 1 - seasonal / hourly
     assert result.savings_vs_static == 1 - seasonal / static
     assert result.verdict.startswith("Run two engines: 08:00–20:00 with max_seq_len 2,048")
-    assert "saves 40% GPU-hours per week against hourly scaling (420 → 252)" in result.verdict
+    assert (
+        "saves 40% of GPU-hours against hourly scaling, at least the 10% threshold "
+        "(420 → 252 GPU-hours per week)" in result.verdict
+    )
 
 
 def test_uniform_traffic_means_one_engine():
     d = _demand(20, 20, day_seq=4000, night_seq=4000)
     result = plans(d, kv_capacity=300_000, gpus=2, coverage=0.999, max_context=131_072)
     assert result.savings_vs_hourly == 0
-    assert result.verdict.startswith("Run one engine: seasonal profiles would save 0%")
-    assert "threshold 10%" in result.verdict
+    assert result.verdict.startswith("Run one engine: a seasonal split saves 0% of GPU-hours")
+    assert "below the 10% threshold" in result.verdict
 
 
 def test_a_measured_throughput_caps_replicas():
@@ -142,3 +154,60 @@ def test_one_replica_at_the_peak_says_why_there_is_nothing_to_scale():
     assert result.hourly.replicas == [1] * 24
     assert set(result.hourly.binding) == {"memory"}
     assert "The busiest hour needs one replica" in result.verdict
+
+
+def test_a_saving_just_under_the_threshold_never_reads_as_reaching_it():
+    # The known split saves exactly 40% (420 → 252): at a 40% threshold it is worth it; at
+    # 40.001% it is not, and the words say the unrounded comparison, not "40%" against "40%".
+    d = _demand(20, 10, day_seq=2000, night_seq=30_000)
+    kw = {"kv_capacity": 300_000, "gpus": 1, "coverage": 0.999, "max_context": 131_072}
+    at = plans(d, threshold=0.40, **kw)
+    assert at.verdict.startswith("Run two engines") and "at least the 40% threshold" in at.verdict
+    over = plans(d, threshold=0.40001, **kw)
+    assert over.verdict.startswith("Run one engine")
+    assert "saves 40% of GPU-hours against hourly scaling, below the 40.001% threshold" in (
+        over.verdict
+    )
+
+
+def _seasonal(hourly_hours: float, split_hours: float | None) -> Seasonal:
+    hourly = Plan("hourly", [1] * 24, hourly_hours)
+    split = Plan("seasonal", [1] * 24, split_hours) if split_hours is not None else None
+    return Seasonal(hourly, hourly, split, 0.0, 0.0, "", 0.10)
+
+
+@pytest.mark.parametrize(
+    ("split", "words"),
+    [
+        # 1 - 904 / 1000 = 9.6%: rounded to whole percent this read "saves 10%" beside the
+        # 10% threshold and "not worth it".
+        (904, "not worth it, saves 9.6% of GPU-hours against hourly scaling, below the 10%"),
+        (900.1, "not worth it, saves 9.9% of GPU-hours against hourly scaling, below the 10%"),
+        (900, "saves 10% of GPU-hours against hourly scaling, at least the 10% threshold"),
+        (875, "saves 12.5% of GPU-hours against hourly scaling, at least the 10% threshold"),
+    ],
+)
+def test_weekday_and_weekend_savings_at_the_threshold(split, words):
+    from app.sizing.seasonal import by_day_type
+
+    overall = _seasonal(1000, None)
+    # Weekdays' split and weekends' hourly plan add up to `split` GPU-hours a week.
+    result = by_day_type(overall, _seasonal(800, split - 100), _seasonal(100, None))
+    assert result.gpu_hours_week == split
+    assert words in result.verdict, result.verdict
+    assert ("not worth it" in result.verdict) == (split > 900)
+
+
+@pytest.mark.parametrize(
+    ("saving", "threshold", "said"),
+    [
+        (0.096, 0.10, ("9.6%", "10%")),
+        (0.09999, 0.10, ("9.9%", "10%")),  # rounded down: never up to the threshold
+        (1 - 252 / 280, 0.10, ("10%", "10%")),  # 0.0999…98 in floats: exactly 10%
+        (0.4, 0.40001, ("40%", "40.001%")),  # more decimals until they differ
+        (-0.2, 0.10, ("0%", "10%")),
+    ],
+)
+def test_share_words_compare_as_the_numbers_do(saving, threshold, said):
+    assert share_words(saving, threshold) == said
+    assert below(saving, threshold) == (said[0] != said[1])
