@@ -82,6 +82,9 @@
     window.location.assign(url.toString());
   }
 
+  // Shared with static/annotations.js, which draws notes on the same axes.
+  window.tokenshapeTime = { offset: offset, instant: instant, wallMinute: wallMinute };
+
   // The zone switch: the browser's own zone is offered, the choice remembered, and typed times
   // moved with it (the same instants, read in the new zone).
   var PREF = "tokenshape.tz";
@@ -184,8 +187,10 @@
 
   // Filters survive moving between pages: a link in the top bar carries the view to the other
   // filtered pages, and the engine to the pages of one engine.
-  var FILTERED = ["/", "/shapes", "/latency", "/traffic"];
-  var KEYS = ["window", "start", "end", "model", "engine", "gateway", "tenant", "refresh", "tz"];
+  var FILTERED = ["/", "/shapes", "/latency", "/traffic", "/notes"];
+  var KEYS = [
+    "window", "start", "end", "model", "engine", "gateway", "tenant", "refresh", "tz", "split",
+  ];
   var ENGINE_PAGES = ["/rightsizing", "/seasonal", "/compare"];
   document.addEventListener("click", function (event) {
     var link = event.target && event.target.closest && event.target.closest(".topbar nav a");

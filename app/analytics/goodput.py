@@ -31,7 +31,7 @@ import pandas as pd
 from app.analytics.bins import case_sql, edges_for
 from app.analytics.filters import WEIGHT, Filter
 from app.analytics.weighted import is_sampled
-from app.analytics.windows import BUCKETS, width
+from app.analytics.windows import BUCKETS, bucket_sql
 
 DEFAULT_PERCENTILE = 95.0
 LOW_QUANTILE = 0.1  # the fast end of a shape's TTFT: its prefill with little waiting
@@ -150,10 +150,10 @@ def over_time(
     """Goodput per time bucket (5m, 1h or 1d as in `windows.BUCKETS`, local to `tz`):
     columns `t` and `COUNT_COLUMNS`, only buckets with requests, in time order."""
     judged, params = _judged(flt, targets)
+    local, local_params = bucket_sql("started_at", BUCKETS[bucket], tz)
     frame = cur.execute(
-        f"WITH {judged} SELECT time_bucket(?::INTERVAL, started_at, ?) AS t, {_COUNTS} "
-        "FROM judged GROUP BY 1 ORDER BY 1",
-        [*params, width(BUCKETS[bucket]), tz],
+        f"WITH {judged} SELECT {local} AS t, {_COUNTS} FROM judged GROUP BY 1 ORDER BY 1",
+        [*params, *local_params],
     ).df()
     return _finish(frame)
 

@@ -29,7 +29,7 @@ import pandas as pd
 from app.analytics import weighted
 from app.analytics.bins import LOG2_EDGES, case_sql
 from app.analytics.filters import WEIGHT, Filter
-from app.analytics.windows import BUCKETS, width
+from app.analytics.windows import BUCKETS, bucket_sql
 from app.storage.rows import first_row
 
 # Lower edges of the in-flight levels: 1, 2, 3-4, 5-8, 9-16 … (the last level is open).
@@ -130,16 +130,18 @@ def _sweep(
         assert start is not None and end is not None, "a series needs a closed window"
         seconds, tz = buckets
         # Every local bucket of 5 min, 1 h or 1 d holds one of these instants (DST included).
+        # Every 15 minutes: the shortest local bucket is half an hour (Lord Howe's hour
+        # of a DST change).
+        g_bucket, g_params = bucket_sql("g", seconds, tz)
         q.cte(
             "instants",
-            "SELECT DISTINCT time_bucket(?::INTERVAL, g, ?) AS bucket FROM unnest("
+            f"SELECT DISTINCT {g_bucket} AS bucket FROM unnest("
             "generate_series(?::TIMESTAMPTZ, ?::TIMESTAMPTZ, to_seconds(?))) AS s(g) "
             "WHERE g < ?::TIMESTAMPTZ",
-            width(seconds),
-            tz,
+            *g_params,
             start,
             end,
-            min(seconds, 3600),
+            min(seconds, 900),
             end,
         )
         q.cte(
@@ -150,8 +152,10 @@ def _sweep(
             lo,
             hi,
         )
-        bucket_col = ", time_bucket(?::INTERVAL, greatest(started_at, ?::TIMESTAMPTZ), ?) AS b0"
-        bucket_params = [width(seconds), start, tz]
+        b0, bucket_params = bucket_sql(
+            "greatest(started_at, ?::TIMESTAMPTZ)", seconds, tz, (start,)
+        )
+        bucket_col = f", {b0} AS b0"
     weight = f", {WEIGHT} AS w" if sampled else ""
     q.cte(
         "load",

@@ -16,7 +16,7 @@ import pandas as pd
 
 from app.analytics import rollups, weighted
 from app.analytics.filters import WEIGHT, Filter
-from app.analytics.windows import BUCKETS, width
+from app.analytics.windows import BUCKETS, bucket_sql
 from app.storage.rollups import RELATIVE_ERROR
 
 MEASURES = ("ttft_ms", "itl_ms")
@@ -51,12 +51,9 @@ def quantile_over_time(
             frame.attrs["relative_error"] = RELATIVE_ERROR
             return frame
     where, params = flt.where()
-    lead = [width(seconds), tz]
+    local, lead = bucket_sql("started_at", seconds, tz)
     if weighted.is_sampled(cur, flt):
-        source = (
-            "(SELECT time_bucket(?::INTERVAL, started_at, ?) AS bucket, * FROM requests "
-            f"WHERE {where})"
-        )
+        source = f"(SELECT {local} AS bucket, * FROM requests WHERE {where})"
         frame = cur.execute(
             f"SELECT bucket, sum({WEIGHT}) AS requests FROM {source} GROUP BY 1 ORDER BY 1",
             [*lead, *params],
@@ -69,7 +66,7 @@ def quantile_over_time(
     else:
         cols = ", ".join(f"quantile_cont({m}, ?) AS {m}" for m in measures)
         frame = cur.execute(
-            "SELECT time_bucket(?::INTERVAL, started_at, ?) AS bucket, "
+            f"SELECT {local} AS bucket, "
             f"count(*)::DOUBLE AS requests, {cols} FROM requests WHERE {where} "
             "GROUP BY 1 ORDER BY 1",
             [*lead, *([q] * len(measures)), *params],

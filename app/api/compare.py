@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 
-from app.api.params import utc
+from app.api.params import Time, utc
 from app.api.schemas_compare import CompareOut
 from app.server.deps import ClockDep, DbDep, FleetDep
 from app.server.errors import ErrorResponse
@@ -42,16 +41,16 @@ def get_compare(
         ),
     ],
     start: Annotated[
-        datetime | None, Query(description="Production window start (default: 7 days before end).")
+        Time | None, Query(description="Production window start (default: 7 days before end).")
     ] = None,
     end: Annotated[
-        datetime | None, Query(description="Production window end, exclusive (default: now).")
+        Time | None, Query(description="Production window end, exclusive (default: now).")
     ] = None,
     bench_start: Annotated[
-        datetime | None, Query(description="Benchmark window start (default: its first row).")
+        Time | None, Query(description="Benchmark window start (default: its first row).")
     ] = None,
     bench_end: Annotated[
-        datetime | None, Query(description="Benchmark window end (default: after its last row).")
+        Time | None, Query(description="Benchmark window end (default: after its last row).")
     ] = None,
     bins: Annotated[
         Literal["log2", "log2half"], Query(description="The heat maps' bins, the same on both.")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -10,7 +9,7 @@ from fastapi.responses import Response
 
 from app.api import csv
 from app.api.csv import FormatQuery
-from app.api.params import utc
+from app.api.params import Time, utc
 from app.server.deps import ClockDep, DbDep
 from app.services.rightsizing import drift_report
 from app.storage.schema import EARLIEST, FUTURE_SLACK
@@ -30,7 +29,7 @@ def get_drift(
     db: DbDep,
     clock: ClockDep,
     end: Annotated[
-        datetime | None,
+        Time | None,
         Query(description="End of the last week (exclusive), ISO 8601; default now."),
     ] = None,
     format: FormatQuery = "json",

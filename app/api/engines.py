@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from pydantic import BaseModel, Field
 
-from app.api.params import utc
+from app.api.params import Time, utc
 from app.auth.bearer import require_scope
 from app.server.deps import ClockDep, DbDep, FleetDep, SettingsDep
 from app.server.errors import ErrorResponse
@@ -82,17 +82,50 @@ def get_engine(name: str, db: DbDep) -> EngineOut:
     return EngineOut(name=name, profile=_profile_or_404(db, name))
 
 
+class VersionOut(BaseModel):
+    """One recorded change of an engine's profile."""
+
+    engine: str
+    seq: int = Field(description="1, 2, … per engine: the order of its changes.")
+    at: datetime
+    author: str = Field(description='A user\'s name, "token GATEWAY/ID", "open mode" or "cli".')
+    action: str = Field(description="create, edit, delete or restore.")
+    summary: str = Field(description='What changed, in words ("max_input_len 4,096 → 8,192").')
+    before: dict[str, Any] | None = Field(description="The profile before (none: created).")
+    after: dict[str, Any] | None = Field(description="The profile after (none: deleted).")
+
+
+def _version_out(v: Any) -> VersionOut:
+    return VersionOut(
+        engine=v.engine,
+        seq=v.seq,
+        at=v.at.astimezone(UTC),
+        author=v.author,
+        action=v.action,
+        summary=v.summary,
+        before=v.before,
+        after=v.after,
+    )
+
+
 @router.put(
     "/api/engines/{name}",
     response_model=EngineOut,
     summary="Create or replace an engine profile (admin token)",
-    dependencies=[AdminDep],
 )
-def put_engine(name: str, body: EngineProfileIn, db: DbDep, clock: ClockDep) -> EngineOut:
-    """Store a profile; pasted startup log lines set `measured_kv_tokens`."""
+def put_engine(
+    name: str,
+    body: EngineProfileIn,
+    db: DbDep,
+    clock: ClockDep,
+    token: Annotated[Any, AdminDep],
+) -> EngineOut:
+    """Store a profile; pasted startup log lines set `measured_kv_tokens`. The change is
+    recorded in the engine's history (GET /api/engines/{name}/history)."""
     data = body.model_dump(exclude={"startup_log"}, exclude_none=True)
+    author = profiles.token_author(token.gateway, token.id)
     try:
-        profile = profiles.save_profile(db, name, data, body.startup_log, clock())
+        profile = profiles.save_profile(db, name, data, body.startup_log, clock(), author=author)
     except ValueError as exc:
         raise HTTPException(422, detail=str(exc)) from None
     return EngineOut(name=name, profile=profile)
@@ -103,13 +136,54 @@ def put_engine(name: str, body: EngineProfileIn, db: DbDep, clock: ClockDep) -> 
     status_code=204,
     responses=NOT_FOUND,
     summary="Delete an engine profile (admin token)",
-    dependencies=[AdminDep],
 )
-def delete_engine(name: str, db: DbDep) -> Response:
-    """Delete the profile; the engine's requests stay."""
-    if not profiles.delete_profile(db, name):
+def delete_engine(
+    name: str, db: DbDep, clock: ClockDep, token: Annotated[Any, AdminDep]
+) -> Response:
+    """Delete the profile; the engine's requests stay, and the profile stays in its history:
+    POST /api/engines/{name}/restore brings it back."""
+    author = profiles.token_author(token.gateway, token.id)
+    if not profiles.delete_profile(db, name, clock(), author):
         raise HTTPException(404, detail=f"engine {name!r} has no profile to delete")
     return Response(status_code=204)
+
+
+@router.post(
+    "/api/engines/{name}/restore",
+    response_model=VersionOut,
+    responses={
+        404: {"model": ErrorResponse, "description": "The engine has no deleted profile."},
+        409: {"model": ErrorResponse, "description": "The engine has a newer profile."},
+    },
+    summary="Restore a deleted engine profile (admin token)",
+)
+def restore_engine(
+    name: str, db: DbDep, clock: ClockDep, token: Annotated[Any, AdminDep]
+) -> VersionOut:
+    """Store again the profile the engine's last change deleted, as it was; 409 when the
+    engine has a profile again (it is never replaced)."""
+    author = profiles.token_author(token.gateway, token.id)
+    try:
+        version = profiles.restore_profile(db, name, clock(), author)
+    except profiles.RestoreConflict as exc:
+        raise HTTPException(409, detail=str(exc)) from None
+    except profiles.NoDeletedProfile as exc:
+        raise HTTPException(404, detail=str(exc)) from None
+    return _version_out(version)
+
+
+@router.get(
+    "/api/engines/{name}/history",
+    response_model=list[VersionOut],
+    summary="An engine profile's recorded changes",
+)
+def get_history(
+    name: str,
+    db: DbDep,
+    limit: Annotated[int, Query(ge=1, le=1000, description="At most this many.")] = 100,
+) -> list[VersionOut]:
+    """Every recorded change of the engine's profile, newest first (empty when none)."""
+    return [_version_out(v) for v in profiles.history(db, name, limit)]
 
 
 @router.get(
@@ -123,10 +197,8 @@ def get_recommendation(
     clock: ClockDep,
     settings: SettingsDep,
     fleet: FleetDep,
-    start: Annotated[
-        datetime | None, Query(description="Window start (default: 7 days ago).")
-    ] = None,
-    end: Annotated[datetime | None, Query(description="Window end (default: now).")] = None,
+    start: Annotated[Time | None, Query(description="Window start (default: 7 days ago).")] = None,
+    end: Annotated[Time | None, Query(description="Window end (default: now).")] = None,
     coverage: Annotated[
         float, Query(gt=0.5, lt=1, description="Share of requests to fit.")
     ] = 0.999,

@@ -20,9 +20,9 @@ from app.api.schemas_damage import DamageOut
 from app.auth import principal
 from app.auth.bearer import require_scope
 from app.server import runtime
-from app.server.deps import DbDep, WriterDep
+from app.server.deps import ClockDep, DbDep, WriterDep
 from app.services import damage as damage_service
-from app.services import status
+from app.services import report_runs, status
 
 router = APIRouter(tags=["health"])
 
@@ -50,7 +50,7 @@ def _problem(database: DatabaseHealth, writer: WriterHealth) -> str | None:
 
 
 @router.get("/api/health", response_model=Health, responses={503: {"model": Health}})
-def health(request: Request, db: DbDep, writer: WriterDep) -> JSONResponse:
+def health(request: Request, db: DbDep, writer: WriterDep, clock: ClockDep) -> JSONResponse:
     """Database and writer state; 503 when either is down."""
     try:
         counts = status.counts(db)
@@ -87,6 +87,7 @@ def health(request: Request, db: DbDep, writer: WriterDep) -> JSONResponse:
             reports.last_week = last["week"]
             reports.last_status = last["status"]
             reports.last_error = last["error"]
+        reports.in_doubt = [d["week"] for d in report_runs.in_doubt(db, clock())]
     push = runtime.of(request).lake_push
     lake_push = None
     if push is not None:
@@ -99,6 +100,12 @@ def health(request: Request, db: DbDep, writer: WriterDep) -> JSONResponse:
     problem = _problem(database, state)
     ok = problem is None
     damaged = [DamageOut(**d.__dict__) for d in damage_service.open_damage(db)]
+    if ok and reports.in_doubt:
+        problem = (
+            f"the weekly email of {', '.join(reports.in_doubt)} may have been sent (the SMTP "
+            "server gave no answer after DATA): it is not resent by itself; check the inbox, "
+            "then resend it on the Reports page if it did not arrive"
+        )
     if ok and damaged:
         # Still serving (200: a load balancer keeps the node), but an operator must look.
         problem = (
@@ -107,7 +114,7 @@ def health(request: Request, db: DbDep, writer: WriterDep) -> JSONResponse:
             "POST /api/health/acknowledge or `tokenshape quarantine ack`"
         )
     body = Health(
-        status=("warning" if damaged else "ok") if ok else "degraded",
+        status=("warning" if damaged or reports.in_doubt else "ok") if ok else "degraded",
         damage=damaged,
         problem=problem,
         version=__version__,

@@ -6,10 +6,23 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Query
+from pydantic import AfterValidator
 
-from app.analytics.filters import Filter
+from app.analytics.filters import Filter, time_problem
 
 _LIST = "Repeat the parameter to keep several values."
+
+
+def _supported(value: datetime) -> datetime:
+    # Named by FastAPI's 422 with the parameter's place (query.start …): year 1 or 9999 with
+    # an offset overflows every calendar the window meets.
+    if (problem := time_problem("time", value)) is not None:
+        raise ValueError(problem.removeprefix("time: "))
+    return value
+
+
+# A time parameter of any route: ISO 8601, 1970-01-01 ≤ t < 2200-01-01 (UTC).
+Time = Annotated[datetime, AfterValidator(_supported)]
 
 
 def utc(value: datetime | None) -> datetime | None:
@@ -21,9 +34,9 @@ def utc(value: datetime | None) -> datetime | None:
 
 async def filter_params(
     start: Annotated[
-        datetime | None, Query(description="Window start, ISO 8601 (UTC if no zone).")
+        Time | None, Query(description="Window start, ISO 8601 (UTC if no zone).")
     ] = None,
-    end: Annotated[datetime | None, Query(description="Window end (exclusive), ISO 8601.")] = None,
+    end: Annotated[Time | None, Query(description="Window end (exclusive), ISO 8601.")] = None,
     model: Annotated[list[str] | None, Query(description=f"Models. {_LIST}")] = None,
     engine: Annotated[list[str] | None, Query(description=f"Engines. {_LIST}")] = None,
     gateway: Annotated[list[str] | None, Query(description=f"Gateways. {_LIST}")] = None,

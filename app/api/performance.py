@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import ValidationError
 
-from app.api.params import utc
+from app.api.params import Time, utc
 from app.server.deps import ClockDep, DbDep
 from app.server.errors import ErrorResponse
 from app.services.perfmodel import PerfModelError
@@ -109,10 +108,8 @@ def get_engine_performance(
         float | None,
         Query(ge=1, le=100_000, description="Default: the busiest hour's requests in flight."),
     ] = None,
-    start: Annotated[
-        datetime | None, Query(description="Window start (default: 7 days ago).")
-    ] = None,
-    end: Annotated[datetime | None, Query(description="Window end (default: now).")] = None,
+    start: Annotated[Time | None, Query(description="Window start (default: 7 days ago).")] = None,
+    end: Annotated[Time | None, Query(description="Window end (default: now).")] = None,
 ) -> dict[str, Any]:
     """The observed ISL × OSL mix evaluated cell by cell at the observed load, with the
     decode and prefill corrections fitted to the engine's own latencies."""

@@ -18,9 +18,11 @@ from app.api import (
     metrics,
     openapi,
     performance,
+    reports,
     rollups,
     shapes,
 )
+from app.api.annotations import router as annotations_router  # `annotations`: __future__'s
 from app.auth import routes as auth_routes
 
 
@@ -38,10 +40,12 @@ def include(app: FastAPI, ingest: APIRouter) -> None:
     app.include_router(load.router)
     app.include_router(goodput.router)
     app.include_router(engines.router)
+    app.include_router(annotations_router)  # /api/annotations: notes and profile changes
     app.include_router(performance.router)
     app.include_router(drift.router)
     app.include_router(export.router)
     app.include_router(compare.router)  # /api/compare: a benchmark beside production
+    app.include_router(reports.router)  # /api/reports: the weekly email, previewed or sent
     app.include_router(metrics.router)
     app.include_router(openapi.unknown)  # after every /api router, before Dash's pages
     openapi.install(app)  # the document as the app answers: plain 422s, the gate's 401/403

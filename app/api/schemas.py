@@ -53,6 +53,12 @@ class ReportsHealth(BaseModel):
     last_week: str | None = None
     last_status: str | None = None
     last_error: str | None = None
+    in_doubt: list[str] = Field(
+        default_factory=list,
+        description="Weeks whose email may have been sent (no answer after DATA, or a send "
+        "cut short): never resent automatically; resend with POST /api/reports/send "
+        '{"week": …, "resend": true} or on the Reports page.',
+    )
 
 
 class LakePushHealth(BaseModel):

@@ -178,7 +178,9 @@ def ttft_isl_load_figure(frame: pd.DataFrame, overall: pd.DataFrame | None = Non
                 showlegend=False,
                 mode="lines",
                 line={"color": colour, "dash": "dot", "width": 1},
-                hovertemplate=f"{name} load, ISL %{{x}}<br>p90 %{{y:,.0f}} ms<extra></extra>",
+                customdata=rows["requests"],
+                hovertemplate=f"{name} load, ISL %{{x}}<br>p90 %{{y:,.0f}} ms<br>"
+                "%{customdata:,} requests<extra></extra>",
             ),
         ]
     fig = go.Figure(traces)

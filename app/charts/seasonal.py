@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from app.charts.heatmap import heatmap_figure, heatmap_span
-from app.charts.traffic import weekday_hour_figure
+from app.charts.traffic import hour_runs, weekday_hour_figure
 
 if TYPE_CHECKING:  # a type only: the figures take the frame, never the query
     from app.analytics.shapes import HeatMap
@@ -94,7 +94,7 @@ def windows_matrix_figure(
     outlined in its own hue, dash and width, named in the legend with the same line."""
     fig = weekday_hour_figure(matrix, tz)
     for (label, hours), line in zip(windows, WINDOW_LINES, strict=False):
-        for run in _runs(hours):
+        for run in hour_runs(hours):
             fig.add_shape(
                 type="rect",
                 x0=run[0] - 0.5 + OUTLINE_INSET,
@@ -106,14 +106,3 @@ def windows_matrix_figure(
             )
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=line, name=label))
     return fig
-
-
-def _runs(hours: Sequence[int]) -> list[list[int]]:
-    """Consecutive runs of hours (a window wrapping midnight is two runs)."""
-    runs: list[list[int]] = []
-    for h in sorted(hours):
-        if runs and h == runs[-1][-1] + 1:
-            runs[-1].append(h)
-        else:
-            runs.append([h])
-    return runs

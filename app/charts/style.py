@@ -59,3 +59,39 @@ def layout(fig: go.Figure, x_title: str, y_title: str, height: int = 300) -> go.
         legend={"orientation": "h", "y": 1.12},
     )
     return fig
+
+
+# One colour per percentile on every chart that draws percentiles as series (p90 is always
+# the same orange), for any chart module to adopt.
+PERCENTILE_COLOURS = {"p50": "#1f77b4", "p90": "#ff7f0e", "p95": "#d62728", "p99": "#7f3c8d"}
+# Series split by a dimension: the busiest values in rank order, then "the rest" in grey.
+SERIES_COLOURS = (
+    "#4c78a8",
+    "#54a24b",
+    "#b279a2",
+    "#e45756",
+    "#72b7b2",
+    "#9d755d",
+    "#eeca3b",
+    "#17becf",
+)
+OTHER_COLOUR = "#9a9a9a"
+
+
+def series_colour(rank: int, other: bool = False) -> str:
+    """The colour of the split series at `rank` (0: the busiest), grey for the rest."""
+    return OTHER_COLOUR if other else SERIES_COLOURS[rank % len(SERIES_COLOURS)]
+
+
+def nonnegative(fig: go.Figure, *axes: str) -> go.Figure:
+    """Axes (e.g. "yaxis", "yaxis2") of counts, rates or durations start at 0: no negative
+    tick, even for an empty or flat series."""
+    fig.update_layout({axis: {"rangemode": "nonnegative"} for axis in axes or ("yaxis",)})
+    return fig
+
+
+def hover_text(name: str) -> str:
+    """A stored value (a model, a tenant) as hover text: plotly reads <, > and & as markup
+    and %{…} as a template."""
+    text = name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("%", "&#37;")

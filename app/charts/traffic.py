@@ -1,18 +1,24 @@
-"""Traffic figures: rates over time and the weekday x hour pattern (replica plans: plans.py)."""
+"""Traffic figures: rates over time (whole or one line per value of a split), the prefix-cache
+hit rate per engine, and the weekday x hour pattern (replica plans: plans.py). Every hover
+names the requests behind its point."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 
 from app.charts.heatmap import HEAT_SCALE
-from app.charts.style import layout
+from app.charts.style import hover_text, layout, nonnegative, series_colour
+
+OTHER = "(other)"  # the split series of "the rest" (app.analytics.split.OTHER)
 
 
 def rates_figure(frame) -> go.Figure:
     """Requests/s and tokens/s over time (tokens on the right axis)."""
+    counts = frame["requests"]
     fig = go.Figure(
         [
             go.Scatter(
@@ -20,7 +26,8 @@ def rates_figure(frame) -> go.Figure:
                 y=frame["requests_per_s"],
                 name="requests/s",
                 mode="lines",
-                hovertemplate="%{x}<br>%{y:,.3f} req/s<extra></extra>",
+                customdata=counts,
+                hovertemplate="%{x}<br>%{y:,.3f} req/s<br>%{customdata:,} requests<extra></extra>",
             ),
             go.Scatter(
                 x=frame["bucket"],
@@ -28,7 +35,9 @@ def rates_figure(frame) -> go.Figure:
                 name="input tokens/s",
                 mode="lines",
                 yaxis="y2",
-                hovertemplate="%{x}<br>%{y:,.0f} input tokens/s<extra></extra>",
+                customdata=counts,
+                hovertemplate="%{x}<br>%{y:,.0f} input tokens/s<br>"
+                "%{customdata:,} requests<extra></extra>",
             ),
             go.Scatter(
                 x=frame["bucket"],
@@ -36,12 +45,63 @@ def rates_figure(frame) -> go.Figure:
                 name="output tokens/s",
                 mode="lines",
                 yaxis="y2",
-                hovertemplate="%{x}<br>%{y:,.0f} output tokens/s<extra></extra>",
+                customdata=counts,
+                hovertemplate="%{x}<br>%{y:,.0f} output tokens/s<br>"
+                "%{customdata:,} requests<extra></extra>",
             ),
         ]
     )
     fig.update_layout(yaxis2={"title": {"text": "tokens/s"}, "overlaying": "y", "side": "right"})
-    return layout(fig, "time", "requests/s")
+    return nonnegative(layout(fig, "time", "requests/s"), "yaxis", "yaxis2")
+
+
+def requests_split_figure(series: Sequence[tuple[str, pd.DataFrame]]) -> go.Figure:
+    """Requests/s over time, a line per value of a split (busiest first, the rest grey)."""
+    fig = go.Figure(
+        [
+            go.Scatter(
+                x=frame["bucket"],
+                y=frame["requests_per_s"],
+                name=name,
+                mode="lines",
+                line={"color": series_colour(rank, name == OTHER)},
+                customdata=frame["requests"],
+                hovertemplate=f"{hover_text(name)}<br>%{{x}}<br>%{{y:,.3f}} req/s<br>"
+                "%{customdata:,} requests<extra></extra>",
+            )
+            for rank, (name, frame) in enumerate(series)
+        ]
+    )
+    return nonnegative(layout(fig, "time", "requests/s"))
+
+
+def cache_hit_figure(series: Sequence[tuple[str, pd.DataFrame]]) -> go.Figure:
+    """The prefix-cache hit rate (cached / input tokens) over time, a line per engine."""
+    fig = go.Figure(
+        [
+            go.Scatter(
+                x=frame["bucket"],
+                y=frame["hit_rate"],
+                name=name,
+                mode="lines+markers",
+                line={"color": series_colour(rank, name == OTHER)},
+                marker={"size": 4},
+                customdata=np.column_stack(
+                    [
+                        frame["requests"].to_numpy(dtype=float),
+                        frame["sum_cached_tokens"].to_numpy(dtype=float),
+                        frame["sum_isl"].to_numpy(dtype=float),
+                    ]
+                ),
+                hovertemplate=f"{hover_text(name)}<br>%{{x}}<br>%{{y:.1%}} of input tokens "
+                "cached<br>%{customdata[1]:,.0f} of %{customdata[2]:,.0f} tokens<br>"
+                "%{customdata[0]:,} requests<extra></extra>",
+            )
+            for rank, (name, frame) in enumerate(series)
+        ]
+    )
+    fig.update_yaxes(tickformat=".0%", range=[0, 1.02])
+    return layout(fig, "time", "prefix-cache hit rate")
 
 
 WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -70,7 +130,7 @@ def weekday_hour_figure(
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(type="category")
     for (label, hours), colour in zip(windows, WINDOW_COLOURS, strict=False):
-        for run in _runs(hours):
+        for run in hour_runs(hours):
             fig.add_shape(
                 type="rect",
                 x0=run[0] - 0.5,
@@ -86,7 +146,7 @@ def weekday_hour_figure(
     return layout(fig, f"hour of day ({tz})", "weekday", height=340)
 
 
-def _runs(hours: Sequence[int]) -> list[list[int]]:
+def hour_runs(hours: Sequence[int]) -> list[list[int]]:
     """Consecutive runs of hours (a window wrapping midnight is two runs)."""
     runs: list[list[int]] = []
     for h in sorted(hours):

@@ -31,6 +31,9 @@ from app.cli import (
     tokens,
     users,
 )
+
+# Not `from app.cli import annotations`: here that name is __future__'s feature.
+from app.cli.annotations import add_parser as add_annotations
 from app.cli.serve import cmd_serve
 from app.storage.database import DatabaseLocked, DatabaseUnreadable
 
@@ -53,6 +56,7 @@ REGISTER = (
     perf.add_parser,
     goodput.add_parser,
     engines.add_parser,
+    add_annotations,
     sizing.add_money,
     lake.add_parser,
     export.add_parser,

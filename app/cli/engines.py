@@ -1,4 +1,5 @@
-"""`tokenshape engine list|show|set|unset`: engine profiles from the command line."""
+"""`tokenshape engine list|show|set|unset|delete|history|restore`: engine profiles from the command
+line, their recorded changes, and a deleted profile brought back."""
 
 from __future__ import annotations
 
@@ -45,6 +46,23 @@ def add_parser(subparsers: Subparsers) -> None:
     unset = command(actions, "unset", cmd_unset, "remove fields from an engine's profile")
     unset.add_argument("name", help="engine name")
     unset.add_argument("fields", nargs="+", metavar="field", help="e.g. slo_e2e_ms")
+    delete = command(
+        actions,
+        "delete",
+        cmd_delete,
+        "delete an engine's profile (its traffic stays; `engine restore` brings it back)",
+    )
+    delete.add_argument("name", help="engine name")
+    hist = command(actions, "history", cmd_history, "list an engine profile's recorded changes")
+    hist.add_argument("name", help="engine name")
+    hist.add_argument("--json", action="store_true", help="print the versions as JSON")
+    restore = command(
+        actions,
+        "restore",
+        cmd_restore,
+        "restore an engine profile that was deleted (refused when it has a newer one)",
+    )
+    restore.add_argument("name", help="engine name")
 
 
 def _value(text: str) -> Any:
@@ -147,3 +165,63 @@ def cmd_set(args: argparse.Namespace) -> int:
 def cmd_unset(args: argparse.Namespace) -> int:
     """Remove fields from an engine's profile."""
     return _save(args, {}, tuple(args.fields))
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """Print an engine profile's changes, newest first: time, author, what changed."""
+    from app.services.profiles import history
+
+    with Database(settings_for(args).db, read_only=True).open() as db:
+        versions = history(db, args.name, 1000)
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {
+                        "seq": v.seq,
+                        "at": v.at.astimezone(UTC).isoformat(),
+                        "author": v.author,
+                        "action": v.action,
+                        "summary": v.summary,
+                        "before": v.before,
+                        "after": v.after,
+                    }
+                    for v in versions
+                ],
+                indent=2,
+                sort_keys=True,
+            )
+        )
+        return 0
+    if not versions:
+        print(f"engine {args.name!r} has no recorded profile changes", file=sys.stderr)
+        return 0
+    for v in versions:
+        print(f"{v.at.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z\t{v.author}\t{v.action}\t{v.summary}")
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    """Delete an engine's profile, keeping it in the history."""
+    from app.services.profiles import delete_profile
+
+    with open_db(settings_for(args)) as db:
+        if not delete_profile(db, args.name, datetime.now(UTC)):
+            print(f"error: engine {args.name!r} has no profile to delete", file=sys.stderr)
+            return 1
+    print(f"{args.name}: profile deleted; `tokenshape engine restore {args.name}` brings it back")
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    """Restore the profile an engine's last change deleted."""
+    from app.services.profiles import NoDeletedProfile, RestoreConflict, restore_profile
+
+    with open_db(settings_for(args)) as db:
+        try:
+            version = restore_profile(db, args.name, datetime.now(UTC))
+        except (RestoreConflict, NoDeletedProfile) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+    print(f"{args.name}: {version.summary}")
+    return 0

@@ -192,3 +192,40 @@ REPORTS_LINKS = "reports-links"
 REPORTS_WEEK = "reports-week"
 REPORTS_TEST_SEND = "reports-test-send"
 REPORTS_TEST_RESULT = "reports-test-result"
+# Weeks possibly sent: the block, each week's Resend ({"type": REPORTS_RESEND, "week": w}).
+REPORTS_DOUBT = "reports-doubt"
+REPORTS_RESEND = "reports-resend"
+REPORTS_RESEND_RESULT = "reports-resend-result"
+# Notes and undo: the Changes and notes page (/notes): its list, the admins' add form (text,
+# time, engine, the button, its result, the zone typed times are read in, the reload) and a
+# note's delete button ({"type": NOTES_DELETE, "index": note id}); the Rightsizing page's
+# Undo of a deleted profile (the button, the engine, its result, the reload).
+NOTES_LIST = "notes-list"
+NOTES_FORM = "notes-form"
+NOTES_TEXT = "notes-text"
+NOTES_AT = "notes-at"
+NOTES_ENGINE = "notes-engine"
+NOTES_ADD = "notes-add"
+NOTES_RESULT = "notes-result"
+NOTES_TZ = "notes-tz"
+NOTES_RELOAD = "notes-reload"
+NOTES_DELETE = "notes-delete"
+RIGHTSIZING_DELETED = "rightsizing-deleted"
+RIGHTSIZING_UNDO = "rightsizing-undo"
+RIGHTSIZING_UNDO_ENGINE = "rightsizing-undo-engine"
+RIGHTSIZING_UNDO_RESULT = "rightsizing-undo-result"
+RIGHTSIZING_UNDO_RELOAD = "rightsizing-undo-reload"
+RIGHTSIZING_RESTORED = "rightsizing-restored"
+# Latency/Traffic split: what was wrong with the URL's `split`, how the split series were
+# read; Latency's queueing time and TTFT fit per model, Traffic's requests/s per split value
+# and prefix-cache hit rate per engine (each graph's note, or the words instead of it).
+SPLIT_PROBLEM = "split-problem"
+LATENCY_SPLIT_NOTE = "latency-split-note"
+LATENCY_QUEUE = "latency-queue"
+LATENCY_QUEUE_NOTE = "latency-queue-note"
+LATENCY_TTFT_FIT = "latency-ttft-fit"
+LATENCY_TTFT_FIT_NOTE = "latency-ttft-fit-note"
+TRAFFIC_SPLIT = "traffic-split"
+TRAFFIC_SPLIT_NOTE = "traffic-split-note"
+TRAFFIC_CACHE = "traffic-cache"
+TRAFFIC_CACHE_NOTE = "traffic-cache-note"

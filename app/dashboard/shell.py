@@ -18,6 +18,7 @@ from app.dashboard.pages import (
     admin,
     compare,
     latency,
+    notes,
     overview,
     ready_page,
     reports,
@@ -40,6 +41,10 @@ ADMIN_OUTPUTS = frozenset(
         ids.ADMIN_RESULT,
         ids.ADMIN_TOKENS + "-box",
         ids.ADMIN_USERS + "-box",
+        ids.REPORTS_TEST_RESULT,
+        ids.REPORTS_RESEND_RESULT,
+        ids.NOTES_RESULT,
+        ids.RIGHTSIZING_UNDO_RESULT,
     }
 )
 
@@ -114,6 +119,7 @@ def mount(server: FastAPI, runtime: Runtime) -> Dash:
     seasonal.register(db, clock, tz, settings.seasonal_threshold, Fleet.of(settings))
     reports.register(db, clock, settings)
     compare.register(db, clock, Fleet.of(settings))
+    notes.register(app, db, clock, tz)  # /notes: order 8, between Compare and Admin
     admin.register(app, Credentials(db, runtime.auth))
     dash.register_page(
         NOT_FOUND_MODULE,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from app.reports.build import Report
+from app.reports.build import EngineSection, Report
 from app.sizing.rightsize import CONCURRENCY_WORDS, Recommendation
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -33,6 +33,14 @@ def bounds(r: Recommendation) -> list[tuple[str, str, str, str]]:
     ]
 
 
+def sentence_parts(e: EngineSection) -> tuple[str, str]:
+    """The manager's sentence split after its head, 'name (status)', which the HTML colours."""
+    head = f"{e.name} ({e.status.label})" if e.status else e.name
+    if e.sentence.startswith(head):
+        return head, e.sentence[len(head) :]
+    return "", e.sentence
+
+
 def _env(html: bool) -> Environment:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
@@ -41,7 +49,10 @@ def _env(html: bool) -> Environment:
         lstrip_blocks=True,
     )
     env.globals.update(
-        bounds=bounds, severity_colour=SEVERITY_COLOUR, concurrency_words=CONCURRENCY_WORDS
+        bounds=bounds,
+        severity_colour=SEVERITY_COLOUR,
+        concurrency_words=CONCURRENCY_WORDS,
+        sentence_parts=sentence_parts,
     )
     return env
 

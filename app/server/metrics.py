@@ -27,7 +27,7 @@ FLUSH_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2
 HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 # Any other method (a client may send any token) is counted as "other": labels stay bounded.
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
-RUN_STATUSES = ("sending", "sent", "failed")
+RUN_STATUSES = ("sending", "sent", "failed", "possibly-sent")
 
 
 class Metrics:

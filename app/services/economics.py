@@ -335,6 +335,13 @@ def fleet_money(
             engines.append(engine_money(db, name, now=now, tz=tz, fleet=fleet, weeks=weeks))
         except Exception as exc:  # one engine must never sink the fleet's money
             engines.append(failed_money(name, sizing_failure(name, exc), fleet))
+    return fleet_total(engines, fleet.currency)
+
+
+def fleet_total(engines: list[EngineMoney], currency: str) -> FleetMoney:
+    """The fleet's totals over the engines' money: an engine without plans is left out; money
+    only when every plan has a price, GPU-hours always (the Rightsizing page's and the email's
+    one sum)."""
     costs_now = [e.baseline.cost_month for e in engines if e.baseline]
     costs_best = [e.best.cost_month for e in engines if e.best]
     priced = all(c is not None for c in costs_now + costs_best) and bool(costs_now)
@@ -342,7 +349,7 @@ def fleet_money(
     best_m = sum(c for c in costs_best if c is not None) if priced else None
     return FleetMoney(
         engines,
-        fleet.currency,
+        currency,
         now_m,
         best_m,
         None if now_m is None or best_m is None else now_m - best_m,

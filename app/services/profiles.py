@@ -1,4 +1,5 @@
-"""Engine profiles: the one place they are read, validated, saved and deleted.
+"""Engine profiles: the one place they are read, validated, saved, deleted and restored
+(every change recorded as a version, with who made it and what changed in words).
 
 The API, the Rightsizing page, the CLI and the email all go through here, so a profile is
 validated by the same rules and stored in one serialisation (JSON, None fields left out)."""
@@ -7,11 +8,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 
+from app.auth import principal
 from app.services.perfmodel import PerfModelError
 from app.sizing.logparse import parse_log_facts, parse_startup_log
 from app.sizing.profile import EngineProfile
@@ -222,6 +224,67 @@ def stored_profile(db: Database, engine: str) -> dict[str, Any] | None:
     return engines.get_profile(db.cursor(), engine)
 
 
+def current_author() -> str:
+    """Who is changing things, as history records it: the logged-in user's name, the token
+    (its name as the auth gate gives it), "open mode", or "cli" outside a request (the
+    `tokenshape` command)."""
+    who = principal.current()
+    if who is None:
+        return "cli"
+    if who.via == "open":
+        return "open mode"
+    return who.name
+
+
+def token_author(gateway: str, token_id: str) -> str:
+    """A bearer token as the author of a change: its gateway and id."""
+    return f"token {gateway}/{token_id}"
+
+
+def _value_words(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{int(value):,}" if value.is_integer() and abs(value) < 1e15 else repr(value)
+    if isinstance(value, str) and len(value) <= 60 and "\n" not in value:
+        return value
+    return "…"
+
+
+def change_words(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:
+    """A profile change in words: "max_input_len 4,096 → 8,192; slo_ttft_ms set to 500"."""
+    if before is None and after is None:
+        return "no profile"
+    if before is None:
+        model, gpus = stored_build(after or {})
+        return f"created: {model} on {gpus}"
+    if after is None:
+        model, gpus = stored_build(before)
+        return f"deleted (was {model} on {gpus})"
+    changes = []
+    for key in sorted(set(before) | set(after)):
+        old, new = before.get(key), after.get(key)
+        if old == new:
+            continue
+        if key not in before:
+            words = _value_words(new)
+            changes.append(f"{key} set" if words == "…" else f"{key} set to {words}")
+        elif key not in after:
+            words = _value_words(old)
+            changes.append(f"{key} removed" if words == "…" else f"{key} {words} removed")
+        elif "…" in (_value_words(old), _value_words(new)):
+            changes.append(f"{key} changed")  # a pasted config.json: too long to say
+        else:
+            changes.append(f"{key} {_value_words(old)} → {_value_words(new)}")
+    if not changes:
+        return "no change"
+    shown = changes[:8]
+    more = f"; and {len(changes) - len(shown)} more" if len(changes) > len(shown) else ""
+    return "; ".join(shown)[:1000] + more
+
+
 def save_profile(
     db: Database,
     engine: str,
@@ -230,22 +293,97 @@ def save_profile(
     now: datetime,
     *,
     merge: bool = False,
+    author: str | None = None,
 ) -> EngineProfile:
     """Validate and store a profile (`merge`: fields left empty keep their stored value, as
     in the page's editor; else `data` replaces the profile, as PUT does). ValueError names
-    the bad field, or the rule a bad engine name breaks (check_name)."""
+    the bad field, or the rule a bad engine name breaks (check_name). The change is recorded
+    as a version (by `author`, else current_author()) in the same transaction."""
     check_name(engine)
-    previous = engines.get_profile(db.cursor(), engine)
-    if merge:
-        data = {**(previous or {}), **data}
-        data = {k: v for k, v in data.items() if v not in (None, "")}
-    profile = edited_profile(previous, data, startup_log)
-    engines.put_profile(
-        db.cursor(), engine, profile.model_dump(mode="json", exclude_none=True), now
+    made: list[EngineProfile] = []
+
+    def change(previous: dict[str, Any] | None) -> dict[str, Any]:
+        # Inside the write's transaction: the merge and the stale-capacity rule see the
+        # profile as stored at that moment, not as read before.
+        fields = data
+        if merge:
+            fields = {**(previous or {}), **data}
+            fields = {k: v for k, v in fields.items() if v not in (None, "")}
+        made.append(edited_profile(previous, fields, startup_log))
+        return made[-1].model_dump(mode="json", exclude_none=True)
+
+    engines.change_profile(
+        db.cursor(), engine, change, now, author or current_author(), change_words
     )
-    return profile
+    return made[-1]
 
 
-def delete_profile(db: Database, engine: str) -> bool:
-    """Delete an engine's profile (its requests stay); False when it had none."""
-    return engines.delete_profile(db.cursor(), engine)
+def delete_profile(
+    db: Database, engine: str, now: datetime | None = None, author: str | None = None
+) -> bool:
+    """Delete an engine's profile (its requests stay), keeping it as the engine's last
+    version so it can be restored; False when it had none. `now`: the injected clock's time
+    (the wall clock when a caller has none)."""
+    version = engines.change_profile(
+        db.cursor(),
+        engine,
+        lambda _stored: None,
+        now or datetime.now(UTC),
+        author or current_author(),
+        change_words,
+    )
+    return version is not None
+
+
+PAST = {"create": "created", "edit": "edited", "delete": "deleted", "restore": "restored"}
+
+
+class NoDeletedProfile(LookupError):
+    """The engine has no deleted profile to restore."""
+
+
+class RestoreConflict(ValueError):
+    """The engine has a newer profile than the deleted one: restoring would replace it."""
+
+
+def restore_profile(
+    db: Database, engine: str, now: datetime, author: str | None = None
+) -> engines.Version:
+    """Store again the profile an engine's last change deleted; RestoreConflict (the engine has
+    a profile again) or NoDeletedProfile, each saying what to do instead."""
+    try:
+        deleted = engines.last_version(db.cursor(), engine)
+        when = (
+            f"deleted {deleted.at.astimezone(UTC):%Y-%m-%d %H:%M} UTC by {deleted.author}"
+            if deleted is not None and deleted.action == "delete"
+            else "deleted"
+        )
+        return engines.restore_profile(
+            db.cursor(), engine, now, author or current_author(), f"restored the profile {when}"
+        )
+    except engines.ProfileExists as exc:
+        since = ""
+        if exc.current is not None:
+            done = PAST.get(exc.current.action, exc.current.action)
+            since = (
+                f" ({done} {exc.current.at.astimezone(UTC):%Y-%m-%d %H:%M} UTC "
+                f"by {exc.current.author})"
+            )
+        raise RestoreConflict(
+            f"engine {engine!r} has a newer profile{since}: restoring the deleted one would "
+            "replace it; edit the current profile instead, or delete it first"
+        ) from None
+    except engines.NothingToRestore as exc:
+        last = (
+            f"its last change was {exc.last.action!r} ({exc.last.summary})"
+            if exc.last is not None
+            else "it has no recorded changes"
+        )
+        raise NoDeletedProfile(
+            f"engine {engine!r} has no deleted profile to restore: {last}"
+        ) from None
+
+
+def history(db: Database, engine: str, limit: int = 100) -> list[engines.Version]:
+    """An engine's recorded profile changes, newest first."""
+    return engines.versions(db.cursor(), engine, limit)

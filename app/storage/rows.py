@@ -38,24 +38,36 @@ T = TypeVar("T")
 def transaction(
     con: duckdb.DuckDBPyConnection,
     work: Callable[[duckdb.DuckDBPyConnection], T],
-    attempts: int = 8,
+    attempts: int = 16,
+    *,
+    retry_duplicates: bool = False,
 ) -> T:
     """Run `work` as one transaction, again from the start when DuckDB reports a write-write
     conflict (another transaction changed the same rows first): `work` states its conditions
     in its statements (UPDATE … WHERE revoked_at IS NULL RETURNING), so a retry sees the
-    winner's result and answers accordingly, never a 500 and never both."""
+    winner's result and answers accordingly, never a 500 and never both. With
+    `retry_duplicates`, a duplicate key is such a conflict too (two writers inserting the
+    same new row: the retry finds the winner's and updates it); without, it is the caller's
+    answer (a user name taken)."""
     for attempt in range(attempts):
         con.execute("BEGIN TRANSACTION")
         try:
             result = work(con)
             con.execute("COMMIT")
             return result
-        except duckdb.TransactionException as exc:
+        except (duckdb.TransactionException, duckdb.ConstraintException) as exc:
             rollback(con)
-            if "conflict" not in str(exc).lower() or attempt == attempts - 1:
+            text = str(exc).lower()
+            # A duplicate key shows at the INSERT, or at COMMIT when the other writer's row
+            # was not visible yet ("Failed to commit: … constraint violation").
+            duplicate = isinstance(exc, duckdb.ConstraintException) or "constraint" in text
+            conflict = not duplicate and "conflict" in text
+            if not (conflict or (duplicate and retry_duplicates)) or attempt == attempts - 1:
+                if duplicate and not isinstance(exc, duckdb.ConstraintException):
+                    raise duckdb.ConstraintException(str(exc)) from exc  # one kind for callers
                 raise
             # Jittered backoff: the racers spread out instead of colliding again.
-            time.sleep(random.uniform(0, 0.002 * 2**attempt))
+            time.sleep(random.uniform(0, min(0.2, 0.002 * 2**attempt)))
         except BaseException:
             rollback(con)
             raise

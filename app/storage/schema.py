@@ -113,6 +113,32 @@ engines = Table(
     Column("updated_at", TSZ, nullable=False),
 )
 
+# Every change of an engine profile (migration 0008): who, when, the JSON before and after.
+profile_versions = Table(
+    "profile_versions",
+    metadata,
+    Column("engine", String, primary_key=True),
+    Column("seq", Integer, primary_key=True),  # 1, 2, … per engine
+    Column("changed_at", TSZ, nullable=False),
+    Column("author", String, nullable=False),
+    Column("action", String, nullable=False),  # create | edit | delete | restore
+    Column("before_json", String),  # NULL for a create
+    Column("after_json", String),  # NULL for a delete
+    Column("summary", String, nullable=False),
+)
+
+# Notes people add to the time charts ("deployed vLLM 0.33"), migration 0008.
+annotation_notes = Table(  # not `annotations`: that name is the __future__ import
+    "annotations",
+    metadata,
+    Column("id", String, primary_key=True),
+    Column("happened_at", TSZ, nullable=False),
+    Column("text", String, nullable=False),
+    Column("engine", String),  # NULL: about the whole fleet
+    Column("author", String, nullable=False),
+    Column("created_at", TSZ, nullable=False),
+)
+
 report_runs = Table(
     "report_runs",
     metadata,

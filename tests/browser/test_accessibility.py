@@ -22,7 +22,7 @@ from tests.support.server import LiveServer, serve, server_settings
 pytestmark = BROWSER
 
 PAGES = ["/", "/shapes", "/latency", "/traffic", "/rightsizing", "/seasonal", "/reports"]
-PAGES += ["/compare", "/admin"]
+PAGES += ["/compare", "/notes", "/admin"]
 # Known violations, each named (page, rule, element) with its fix; strict, so the mark must
 # go when the page is fixed.
 KNOWN: dict[str, str] = {}

@@ -19,7 +19,7 @@ from tests.support.server import LiveServer, serve, server_settings
 pytestmark = BROWSER
 
 PAGES = ["/", "/shapes", "/latency", "/traffic", "/rightsizing", "/seasonal", "/reports"]
-PAGES += ["/compare", "/admin"]
+PAGES += ["/compare", "/notes", "/admin"]
 # Chromium's own line for a document answered 404: the status this test asks for, not a fault.
 NOT_FOUND_LINE = "the server responded with a status of 404"
 

@@ -98,3 +98,21 @@ def test_racing_removals_of_one_user_remove_it_once_and_answer_404_to_the_rest(l
         answers = _at_once(THREADS, lambda _: c.delete("/api/users/mover"))
     codes = Counter(r.status_code for r in answers)
     assert codes == {204: 1, 404: THREADS - 1}, codes
+
+
+def test_racing_puts_of_one_engine_profile_all_succeed_and_one_of_them_is_stored(live):
+    from app.services.demo import DEMO_PROFILES
+
+    admin = live.token("admin", gateway="race-admin")
+    bodies = [DEMO_PROFILES["chat-8b"] | {"replicas": 1 + i} for i in range(THREADS)]
+    with live.client(admin) as c:
+        answers = _at_once(THREADS, lambda i: c.put("/api/engines/race-8b", json=bodies[i]))
+        assert all(r.status_code in (200, 201) for r in answers), [
+            (r.status_code, r.text[:120]) for r in answers if r.status_code >= 300
+        ]
+        stored = c.get("/api/engines/race-8b").json()["profile"]
+        history = c.get("/api/engines/race-8b/history").json()
+    assert stored["replicas"] in {b["replicas"] for b in bodies}
+    # Every change that answered is in the history, in one order, none twice.
+    seqs = [v["seq"] for v in (history if isinstance(history, list) else history["versions"])]
+    assert sorted(seqs) == list(range(1, len(seqs) + 1))

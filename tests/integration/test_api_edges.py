@@ -36,3 +36,33 @@ def test_a_heat_map_of_one_bin_is_answered(live, params):
         assert sum(map(sum, body["counts"])) == body["total"]
         shapes = c.get("/api/shapes", params=params)
         assert shapes.status_code in (200, 422), shapes.text
+
+
+EDGES = {"start": "0001-01-01T00:00:00+05:00", "end": "9999-12-31T23:00:00-05:00"}
+
+
+def _timed_routes(live) -> list[tuple[str, str]]:
+    """(path, parameter) of every GET route in the OpenAPI document with a time parameter."""
+    with live.client(live.token("read", gateway="edges")) as c:
+        spec = c.get("/openapi.json").json()
+    found = []
+    for path, ops in spec["paths"].items():
+        get = ops.get("get")
+        for param in (get or {}).get("parameters", []):
+            schema = param.get("schema", {})
+            formats = [s.get("format") for s in schema.get("anyOf", [schema])]
+            if param["in"] == "query" and "date-time" in formats:
+                found.append((path.replace("{name}", "chat-8b"), param["name"]))
+    return found
+
+
+def test_every_time_parameter_outside_the_supported_range_is_a_422_naming_it(live):
+    routes = _timed_routes(live)
+    assert len(routes) >= 10  # the analytics routes, export, compare, drift, performance
+    admin = live.token("admin", gateway="edges")
+    with live.client(admin) as c:
+        for path, name in routes:
+            for value in (EDGES["start"], EDGES["end"]):
+                r = c.get(path, params={name: value})
+                assert r.status_code == 422, (path, name, value, r.status_code, r.text[:200])
+                assert name in r.text and "supported range" in r.text, (path, r.text[:300])

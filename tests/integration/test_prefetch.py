@@ -183,3 +183,21 @@ def test_a_slow_page_comes_by_the_callback_and_still_uses_its_started_build(
                 assert len(builds) == 1  # the callback took the started build, not a second one
         finally:
             release.set()  # never leave a worker thread waiting
+
+
+def test_a_burst_of_html_requests_from_one_client_starts_at_most_a_few_builds(
+    settings, demo_template
+):
+    """60 GETs of / that no layout request follows (issue 26, class 4): PER_CALLER builds
+    start, the rest are never started, and what is not taken is cancelled as it goes stale."""
+    copy_database(demo_template(requests=2000, days=7), settings.db)
+    for live in serve(settings):
+        with live.client() as c:
+            html = {"Accept": "text/html"}
+            for i in range(60):
+                r = c.get("/", params={"window": "7d", "n": str(i)}, headers=html)
+                assert r.status_code == 200
+            pending = list(prefetched._pending.values())
+            assert len(pending) <= prefetched.PER_CALLER
+            started = [f for _, f, _ in pending if f.running() or f.done()]
+            assert len(started) <= prefetched.WORKERS

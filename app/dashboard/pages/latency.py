@@ -1,4 +1,5 @@
-"""Latency page: percentile trends, requests in flight, TTFT vs ISL split by load, latency vs
+"""Latency page: percentile trends (whole, or split by model, engine, tenant or gateway),
+queueing time, requests in flight, TTFT vs ISL split by load and fitted per model, latency vs
 requests in flight, ITL by token position, time to completion."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from datetime import datetime
 import pandas as pd
 from dash import Dash, Input, Output, dcc, html
 
-from app.analytics import latency, load, rollups, windows
+from app.analytics import latency, load, rollups, split, windows
 from app.analytics.bins import LOG2_EDGES
 from app.analytics.rollups.missing import raw_only_note
 from app.charts import latency as charts
@@ -44,15 +45,130 @@ def _position_note(positions) -> str:
     return note
 
 
-def _slope_note(ttft, slope) -> str:  # type: ignore[no-untyped-def]
-    note = (
-        f"Fitted: {slope:,.0f} ms more time to first token per 1,000 input tokens."
-        if slope is not None
-        else "No TTFT values in this window."
-    )
-    if slope is not None and (error := ttft.attrs.get("relative_error")):
+def _slope_note(ttft) -> str:  # type: ignore[no-untyped-def]
+    # Pooled over every model on purpose only as a picture of load; the fit is per model
+    # (prefill costs differ by model: a pooled slope mixes them).
+    if not len(ttft):
+        return "No TTFT values in this window."
+    note = "Grey: median TTFT per input-length bin over every model; the fit per model is below."
+    if error := ttft.attrs.get("relative_error"):
         note += f" The grey median from hourly rollups: within ±{error:.2%}."
     return note
+
+
+SPLIT_OPTIONS = {"": "none", **{d: d for d in split.SPLITS}}
+
+
+def split_bar(query: dict) -> tuple[str | None, list, list]:
+    """The URL's `split`: the dimension (None: unsplit), the filter bar's select for it, and
+    the page's words when the value was not one of the choices (like the bar's own)."""
+    by, problem = split.parse(query.get("split"))
+    select = filterbar.choice("split", "split by", SPLIT_OPTIONS, by or "")
+    words = [html.P(problem, className="field-error", id=ids.SPLIT_PROBLEM)] if problem else []
+    return by, [select], words
+
+
+def split_words(found: split.Breakdown, what: str, bucket: str, tz: str) -> str:
+    """How a split was drawn and read: the values shown, the rest, the source."""
+    by = found.by or ""
+    named = [n for n, _ in found.series if n != split.OTHER]
+    rest = any(n == split.OTHER for n, _ in found.series)
+    note = (
+        f"Split by {by}: {what} per {bucket} bucket ({tz}) for the {len(named)} busiest "
+        f"{by}s by requests"
+        + (f" and {split.OTHER} for every other {by} and rows without one" if rest else "")
+        + "; the hover says how many requests each point stands for."
+    )
+    if not found.raw:
+        return note + f" From hourly rollups: percentiles within ±{found.relative_error:.2%}."
+    if by == "tenant":
+        note += (
+            " Split by tenant reads raw rows (tenants are kept only in the full-grain hourly "
+            "rollups)"
+        )
+    else:
+        note += " Read from raw rows"
+    if found.sampled:
+        return note + "; counts and percentiles estimated from sampled rows (1/sample_rate)."
+    return note + ": exact."
+
+
+def _reported(field: str, reported: int, total: int) -> str:
+    share = reported / total if total else 0.0
+    return (
+        f"{reported:,} of {total:,} requests ({share:.1%}) report {field}; the rest are left "
+        "out. From raw rows (no rollup keeps it)."
+    )
+
+
+def queue_card(db: Database, flt, bucket: str, tz: str, by: str | None) -> html.Div:
+    """Queueing time (queue_ms) over time, or the words saying no request reports it."""
+    cur = db.cursor()
+    reported, total = split.reporting(cur, flt, "queue_ms")
+    if reported == 0:
+        return html.Div(
+            [
+                html.H3("Queueing time"),
+                html.P(
+                    f"None of the window's {total:,} requests reports queue_ms (the wait before "
+                    "the engine started the request): nothing to chart. Gateways that measure "
+                    "it send it as queue_ms.",
+                    className="muted",
+                    id=ids.LATENCY_QUEUE_NOTE,
+                ),
+            ],
+            className="card",
+        )
+    found = latency.queue_over_time(cur, flt, bucket, tz, by)
+    what = "p95 (p50 in the hover)" if by else "p50 and p95"
+    note = f"{what.capitalize()} of queue_ms per {bucket} bucket. " + _reported(
+        "queue_ms", reported, total
+    )
+    if found.sampled:
+        note += " Estimated from sampled rows (1/sample_rate)."
+    return _card(
+        "Queueing time" + (f" by {by}" if by else ""),
+        ids.LATENCY_QUEUE,
+        charts.queue_figure(found.series),
+        note,
+        ids.LATENCY_QUEUE_NOTE,
+    )
+
+
+def fit_card(db: Database, flt) -> html.Div:
+    """TTFT against input length fitted per model (top models by requests), one line each."""
+    fits, error = latency.ttft_fits(db.cursor(), flt)
+    if not fits:
+        return html.Div(
+            [
+                html.H3("TTFT vs input length, per model"),
+                html.P(
+                    "No TTFT values in this window.",
+                    className="muted",
+                    id=ids.LATENCY_TTFT_FIT_NOTE,
+                ),
+            ],
+            className="card",
+        )
+    slopes = "; ".join(
+        f"{f.model}: {f.slope * 1000:,.0f} ms more time to first token per 1,000 input tokens"
+        if f.slope is not None
+        else f"{f.model}: too few input lengths to fit"
+        for f in fits
+    )
+    note = (
+        f"Least-squares fit per model (the {len(fits)} busiest), never pooled: {slopes}. "
+        "Dots: median TTFT per input-length bin at its mean ISL."
+    )
+    if error:
+        note += f" Medians from hourly rollups: within ±{error:.2%}; fits exact."
+    return _card(
+        "TTFT vs input length, per model",
+        ids.LATENCY_TTFT_FIT,
+        charts.ttft_fit_figure(fits),
+        note,
+        ids.LATENCY_TTFT_FIT_NOTE,
+    )
 
 
 LOAD_NOTE = (
@@ -145,57 +261,62 @@ def layout_for(
 ) -> html.Div:
     """The page for a URL query."""
     cur = db.cursor()
-    view, flt, bar = filterbar.prepare(db, query, now, tz=tz)
+    by, extra, split_problem = split_bar(query)
+    view, flt, bar = filterbar.prepare(db, query, now, extra, tz=tz)
+    tz = view.tz  # the zone the page shows its times in (the URL's, else the server's)
     start, end, count = windows.span(cur, flt)
     if count == 0:
-        return html.Div([html.H2("Latency"), bar, filterbar.empty_state(view, ids.LATENCY_EMPTY)])
+        return html.Div(
+            [
+                html.H2("Latency"),
+                bar,
+                *split_problem,
+                filterbar.empty_state(view, ids.LATENCY_EMPTY),
+            ]
+        )
     bucket = windows.bucket_for(start, end)
-    trend = latency.trend(cur, flt, bucket, tz)
-    ttft, slope = latency.ttft_vs_isl(cur, flt)
+    seconds = windows.BUCKETS[bucket]
+    if by is None:
+        trend = latency.trend(cur, flt, bucket, tz)
+        figures = [charts.trend_figure(trend, m, label) for m, label in TRENDS]
+        caption = f"Percentiles per {bucket} bucket ({tz})" + (
+            f", from hourly rollups: each within ±{error:.2%}."
+            if (error := trend.attrs.get("relative_error"))
+            else "."
+        )
+        read_raw = False
+    else:
+        found = latency.trend_by(cur, flt, bucket, tz, by)
+        figures = [charts.trend_split_figure(found.series, m, label) for m, label in TRENDS]
+        caption = split_words(found, "p90", bucket, tz)
+        read_raw = found.raw
+    ttft, _ = latency.ttft_vs_isl(cur, flt)
     positions = latency.itl_by_position(cur, flt)
     e2e = latency.e2e_distribution(cur, flt)
-    slope_note = _slope_note(ttft, slope)
-    # Buckets under an hour, and zones with half-hour offsets, read the trends raw.
-    seconds = windows.BUCKETS[bucket]
-    source = rollups.coverage(cur, flt, seconds, tz)
-    raw_views = "goodput, requests in flight and time to completion read"
+    slope_note = _slope_note(ttft)
+    # Buckets under an hour, zones with half-hour offsets and a split by tenant read the
+    # trends raw.
+    source = None if read_raw else rollups.coverage(cur, flt, seconds, tz)
+    raw_views = "goodput, queueing, requests in flight and time to completion read"
     gone = raw_only_note(cur, flt, now, reader=raw_views if source else f"the trends, {raw_views}")
     return html.Div(
         [
             html.H2("Latency"),
             bar,
+            *split_problem,
             # The load views sweep every raw row of the window (a second or more on millions):
             # they are drawn by a callback after the page, from the same query.
             dcc.Store(id=ids.LATENCY_LOAD_QUERY, data=dict(query)),
-            html.P(
-                f"Percentiles per {bucket} bucket ({tz})"
-                + (
-                    f", from hourly rollups: each within ±{error:.2%}."
-                    if (error := trend.attrs.get("relative_error"))
-                    else "."
-                ),
-                className="muted",
-            ),
+            html.P(caption, className="muted", id=ids.LATENCY_SPLIT_NOTE),
             html.P(source or "", id=ids.LATENCY_SOURCE, className="muted"),
             *([html.P(gone, className="muted", id=ids.LATENCY_RAW_ONLY)] if gone else []),
             html.Div(goodput_cards(db, flt, tz, bucket, fleet), className="two-col"),
             html.Div(
                 [
-                    _card(
-                        "Time to first token",
-                        ids.LATENCY_TTFT_TREND,
-                        charts.trend_figure(trend, "ttft_ms", "TTFT"),
-                    ),
-                    _card(
-                        "Inter-token latency",
-                        ids.LATENCY_ITL_TREND,
-                        charts.trend_figure(trend, "itl_ms", "ITL"),
-                    ),
-                    _card(
-                        "End to end",
-                        ids.LATENCY_E2E_TREND,
-                        charts.trend_figure(trend, "e2e_ms", "E2E"),
-                    ),
+                    _card("Time to first token", ids.LATENCY_TTFT_TREND, figures[0]),
+                    _card("Inter-token latency", ids.LATENCY_ITL_TREND, figures[1]),
+                    _card("End to end", ids.LATENCY_E2E_TREND, figures[2]),
+                    queue_card(db, flt, bucket, tz, by),
                     _card(
                         "TTFT vs input length, by load",
                         ids.LATENCY_TTFT_ISL,
@@ -203,6 +324,7 @@ def layout_for(
                         slope_note,
                         ids.LATENCY_TTFT_ISL_NOTE,
                     ),
+                    fit_card(db, flt),
                     _card(
                         "Requests in flight",
                         ids.LATENCY_INFLIGHT,
@@ -231,6 +353,7 @@ def layout_for(
     )
 
 
+TRENDS = (("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("e2e_ms", "E2E"))
 COUNTING = "Counting the requests in flight…"
 # What the two load graphs show until the callback has swept the window.
 _NO_SERIES = pd.DataFrame(columns=["engine", "bucket", "inflight_mean", "inflight_max"])
@@ -243,18 +366,18 @@ def load_figures(db: Database, query: dict, now: datetime, tz: str) -> tuple:
     cur = db.cursor()
     view = filterbar.parse_query(query, now)
     flt = view.filter()
-    ttft, slope = latency.ttft_vs_isl(cur, flt)
+    ttft, _ = latency.ttft_vs_isl(cur, flt)
     views = load.load_views(cur, flt, tz, isl_edges=LOG2_EDGES)
-    series, levels, split = views.series, views.levels, views.split
-    slope_note = _slope_note(ttft, slope)
-    if len(split):
+    series, levels, by_load = views.series, views.levels, views.split
+    slope_note = _slope_note(ttft)
+    if len(by_load):
         slope_note += (
             " Coloured: median (p90 dotted) by load at arrival, each engine's thirds of its "
             "in-flight counts."
         )
     return (
-        load_charts.ttft_isl_load_figure(split, ttft)
-        if len(split)
+        load_charts.ttft_isl_load_figure(by_load, ttft)
+        if len(by_load)
         else charts.ttft_isl_figure(ttft),
         slope_note,
         load_charts.inflight_figure(series, height=460),

@@ -222,6 +222,11 @@ def _accuracy(relative_error: float | None) -> html.P:
     return html.P(text, className="muted")
 
 
+# The table shows the busiest models; the rest are one "other" row (a page listing 12,000
+# models weighed 11.7 MB and took 35 s to draw); a model filter shows any one of them.
+MODEL_ROWS = 50
+
+
 def _model_table(frame) -> html.Table:
     header = [
         "model",
@@ -248,10 +253,32 @@ def _model_table(frame) -> html.Table:
                 html.Td(f"{r.error_share:.2%}"),
             ]
         )
-        for r in frame.itertuples()
+        for r in frame.head(MODEL_ROWS).itertuples()
     ]
+    rest = frame.iloc[MODEL_ROWS:]
+    caption = []
+    if len(rest):
+        n = int(rest["requests"].sum())
+        not_ok = float((rest["error_share"] * rest["requests"]).sum()) / n if n else 0.0
+        rows.append(
+            html.Tr(
+                [
+                    html.Td(f"other ({len(rest):,} models)"),
+                    html.Td(_fmt(n)),
+                    *[html.Td("—") for _ in range(6)],  # quantiles do not add up across models
+                    html.Td(f"{not_ok:.2%}"),
+                ],
+                className="other-row",
+            )
+        )
+        caption = [
+            html.Caption(
+                f"The {MODEL_ROWS} busiest of {len(frame):,} models; the other "
+                f"{len(rest):,} are one row (filter by model to see one)."
+            )
+        ]
     return html.Table(
-        [html.Thead(html.Tr([html.Th(h) for h in header])), html.Tbody(rows)],
+        [*caption, html.Thead(html.Tr([html.Th(h) for h in header])), html.Tbody(rows)],
         id=ids.OVERVIEW_TABLE,
         className="grid",
     )
@@ -301,8 +328,8 @@ def latency_outputs(
     db: Database, query: dict, now: datetime, tz: str, fleet: Fleet
 ) -> tuple[dict, dict, str]:
     """The TTFT and ITL charts against the SLO lines for a URL query, and their note."""
-    flt = filterbar.parse_query(query, now).filter()
-    lat = glance_service.latency(db, flt, fleet, tz=tz)
+    view = filterbar.parse_query(query, now, tz)  # drawn in the zone the page shows
+    lat = glance_service.latency(db, view.filter(), fleet, tz=view.tz)
     ttft, ttft_target = _latency_lines(lat, "ttft_ms")
     itl, itl_target = _latency_lines(lat, "itl_ms")
     return (
@@ -316,14 +343,16 @@ LATENCY_WAIT = "Computing each engine's TTFT and ITL at its SLO percentile…"
 _NO_LINES = pd.DataFrame(columns=list(charts.LATENCY_COLUMNS))
 
 
-def _charts(g: glance_service.Glance, query: dict, raw_note: str | None = None) -> html.Div:
+def _charts(
+    g: glance_service.Glance, query: dict, raw_note: str | None = None, tz: str = "UTC"
+) -> html.Div:
     target = g.goodput_target()
     if len(g.goodput):
         not_measured = float(g.goodput["not_measured"].sum())
         goodput = [
             _graph(ids.OVERVIEW_GOODPUT, charts.goodput_figure(g.goodput, target)),
             html.P(
-                f"Share of requests per {g.bucket} bucket that met every target of their "
+                f"Share of requests per {g.bucket} bucket ({tz}) that met every target of their "
                 f"engine (the fleet's for the rest); dashed: the target. {not_measured:,.0f} "
                 "not measured (a targeted value missing) are left out. Exact, from raw rows.",
                 className="muted",
@@ -343,8 +372,8 @@ def _charts(g: glance_service.Glance, query: dict, raw_note: str | None = None) 
                 [
                     _graph(ids.OVERVIEW_RATE, charts.rate_figure(g.rates)),
                     html.P(
-                        f"Mean requests per second in each {g.bucket} bucket (a sampled row "
-                        "counts 1/sample_rate requests).",
+                        f"Mean requests per second in each {g.bucket} bucket ({tz}; a sampled "
+                        "row counts 1/sample_rate requests).",
                         className="muted",
                     ),
                 ],
@@ -354,8 +383,8 @@ def _charts(g: glance_service.Glance, query: dict, raw_note: str | None = None) 
                 [
                     _graph(ids.OVERVIEW_FLEET_LATENCY, charts.fleet_latency_figure(g.fleet_p95)),
                     html.P(
-                        f"Every request of the window pooled, per {g.bucket} bucket: time to "
-                        "first token, inter-token latency and the whole request (E2E), on one "
+                        f"Every request of the window pooled, per {g.bucket} bucket ({tz}): time "
+                        "to first token, inter-token latency and the whole request (E2E), on one "
                         "log axis. Each engine against its own SLO: the two charts below."
                         + (
                             f" From hourly rollups: each quantile within ±{rel:.2%}."
@@ -694,7 +723,7 @@ def traffic_outputs(
     flt = view.filter()
     known = _known(db)
     asked = [n for n in names if n in known]
-    cards = glance_service.engine_cards(db, flt, asked, fleet, tz=tz)
+    cards = glance_service.engine_cards(db, flt, asked, fleet, tz=view.tz)
     by_name = {c.engine: c for c in cards.cards}
     seconds = _seconds(db.cursor(), view, now)
     rates: list = []
@@ -780,6 +809,7 @@ def layout_for(
             className="empty",
         )
     view, flt, bar = filterbar.prepare(db, query, now, tz=tz)
+    tz = view.tz  # the zone the page shows its times in (the URL's, else the server's)
     frame = overview.per_model(cur, flt, exact=False)
     # Above the fold at 1366×768: what to act on this morning, then every engine's card.
     parts = [
@@ -797,7 +827,7 @@ def layout_for(
         g = glance_service.glance(db, flt, fleet, tz=tz)
         parts += [
             _kpi_cards(cur, view, now, g, frame.attrs["relative_error"]),
-            _charts(g, query, raw_only_note(cur, flt, now, reader="goodput reads")),
+            _charts(g, query, raw_only_note(cur, flt, now, reader="goodput reads"), tz),
             html.H3("Per model"),
             _model_table(frame),
         ]

@@ -1,19 +1,27 @@
-"""Reports page: the weekly email of any past week as it would be sent, and the send history."""
+"""Reports page: the weekly email of any past week as it would be sent, whether its links lead
+here (TOKENSHAPE_PUBLIC_URL), a test email for admins, and the send history."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from dash import html
+import dash
+from dash import ALL, Input, Output, State, ctx, dcc, html
 
+from app.auth import principal
 from app.dashboard import filterbar, ids
 from app.dashboard.pages import register_page
 from app.jobs.schedule import canonical_week, last_full_week, week_bounds
 from app.reports.build import report_for
+from app.reports.links import check_links
 from app.reports.render import render
+from app.reports.send import recipients_for_test, resend_week, send_test
 from app.services import report_runs
 from app.storage.database import Database
+
+LINKS_OK, LINKS_PROBLEM = "card links-ok", "card field-error links-problem"
 
 
 def _weeks(now: datetime, tz: str, count: int = 8) -> dict[str, str]:
@@ -40,6 +48,125 @@ def _history(db: Database) -> html.Table:
     head = html.Tr([html.Th(h) for h in ("week", "when (UTC)", "status", "try", "to", "error")])
     return html.Table(
         [html.Thead(head), html.Tbody(rows)], className="grid history", id=ids.REPORTS_HISTORY
+    )
+
+
+def links_note(settings, href: str | None) -> html.Div:
+    """Whether the email's links lead to this dashboard: TOKENSHAPE_PUBLIC_URL against the
+    address this page was opened at (the page request's base URL, as the browser sent it)."""
+    explicit = "public_url" in settings.model_fields_set
+    verdict = check_links(settings.public_url, explicit, href or None)
+    return html.Div(
+        html.P(verdict.message),
+        className=LINKS_OK if verdict.ok else LINKS_PROBLEM,
+    )
+
+
+def _test_block(settings) -> html.Div | None:
+    """The admins' "Send a test email to me" button, saying beforehand where it goes."""
+    if not principal.is_admin():
+        return None
+    who = principal.current()
+    to, why = recipients_for_test(settings, who.name if who and who.via == "session" else None)
+    problem = None
+    if not settings.smtp_host:
+        problem = "No SMTP server: set TOKENSHAPE_SMTP_HOST (and its port, TLS and login)."
+    elif not to:
+        problem = f"No address to send to: {why.removeprefix('nobody: ')}."
+    where = (
+        f"It goes to {', '.join(to)} — {why} — through {settings.smtp_host}:"
+        f"{settings.smtp_port}, marked [test] and not recorded, so the week's real email still "
+        "goes out."
+        if not problem
+        else problem
+    )
+    return html.Div(
+        [
+            html.H3("Test email"),
+            html.P(where, className="muted"),
+            html.Button(
+                "Send a test email to me",
+                id=ids.REPORTS_TEST_SEND,
+                disabled=problem is not None,
+                n_clicks=0,
+            ),
+            html.Div(id=ids.REPORTS_TEST_RESULT, role="status"),
+        ],
+        className="report-test",
+    )
+
+
+def test_result(db: Database, settings, week: str) -> html.Div:
+    """Send the test email for `week` as the current admin asked; the outcome in words."""
+    if not principal.is_admin():
+        return html.Div(html.P("Only admins can send a test email."), className="card")
+    who = principal.current()
+    to, _ = recipients_for_test(settings, who.name if who and who.via == "session" else None)
+    try:
+        outcome = send_test(db, settings, week, to)
+    except ValueError as exc:
+        return html.Div(html.P(f"Not sent: {exc}."), className="card field-error")
+    if outcome.status == "sent":
+        return html.Div(
+            html.P(f"Sent: {outcome.detail}. Check the inbox (and its spam folder)."),
+            className="card test-sent",
+        )
+    return html.Div(
+        html.P(f"Not sent: {outcome.detail}"),
+        className=f"card field-error test-{outcome.status}",
+    )
+
+
+def _doubt_block(db: Database, now: datetime) -> html.Div | None:
+    """Weeks whose email may have gone out (no answer after DATA, or a send cut short): never
+    resent by themselves; an admin resends one here, knowing a second copy may arrive."""
+    doubtful = report_runs.in_doubt(db, now)
+    if not doubtful:
+        return None
+    admin = principal.is_admin()
+    rows = []
+    for d in doubtful:
+        why = d["error"] or "a send was interrupted (the server stopped mid-send)"
+        rows.append(
+            html.Li(
+                [
+                    html.B(d["week"]),
+                    f": possibly sent — {why}. Check the recipients' inboxes; ",
+                    dcc.ConfirmDialogProvider(
+                        html.Button(f"Resend {d['week']}", type="button"),
+                        id={"type": ids.REPORTS_RESEND, "week": d["week"]},
+                        message=f"Send the email for {d['week']} again? If the first one was "
+                        "delivered, the recipients get two copies.",
+                    )
+                    if admin
+                    else "an admin can resend it here.",
+                ]
+            )
+        )
+    return html.Div(
+        [
+            html.H3("Possibly sent"),
+            html.P(
+                "These weeks' emails may have been delivered: the SMTP server was sent the "
+                "whole message and gave no answer. They are never sent again automatically "
+                "(a duplicate is worse than a gap).",
+                className="muted",
+            ),
+            html.Ul(rows),
+            html.Div(id=ids.REPORTS_RESEND_RESULT, role="status"),
+        ],
+        className="card warning",
+        id=ids.REPORTS_DOUBT,
+    )
+
+
+def resend_result(db: Database, settings, week: str, now: Callable[[], datetime]) -> html.P:
+    """Resend a week in doubt and say what happened."""
+    outcome = resend_week(db, settings, week, clock=now)
+    words = {"sent": "Sent again", "skipped": "Not sent", "failed": "Failed"}
+    return html.P(
+        f"{words.get(outcome.status, outcome.status)}: {outcome.detail}",
+        className="saved" if outcome.status == "sent" else "field-error",
     )
 
 
@@ -91,13 +218,25 @@ def layout_for(db: Database, query: dict, now: datetime, settings) -> html.Div:
                 [html.B(report.subject, id=ids.REPORTS_SUBJECT), html.Br(), schedule],
                 className="muted",
             ),
+            # Filled from the page's own address once the browser has it (a callback).
+            dcc.Location(id=ids.REPORTS_LOCATION, refresh=False),
+            html.Div(links_note(settings, None), id=ids.REPORTS_LINKS),
+            dcc.Store(id=ids.REPORTS_WEEK, data=week),
+            *([doubt] if (doubt := _doubt_block(db, now)) is not None else []),
+            *([block] if (block := _test_block(settings)) is not None else []),
             # The email's own HTML, sandboxed: it is shown exactly as mail clients get it.
             html.Iframe(
                 srcDoc=email,
                 id=ids.REPORTS_PREVIEW,
                 title="Preview of the weekly email",
                 sandbox="allow-popups allow-popups-to-escape-sandbox",
-                style={"width": "660px", "height": "900px", "border": "1px solid #dfe3ec"},
+                # Fluid like the email: as wide as the page up to the email's own width.
+                style={
+                    "width": "100%",
+                    "maxWidth": "720px",
+                    "height": "1100px",
+                    "border": "1px solid #dfe3ec",
+                },
             ),
             html.H3("Send history"),
             _history(db),
@@ -106,7 +245,39 @@ def layout_for(db: Database, query: dict, now: datetime, settings) -> html.Div:
 
 
 def register(db: Database, clock: Callable[[], datetime], settings) -> None:
-    """Register the page at /reports."""
+    """Register the page at /reports and its callbacks: the links' verdict against the
+    page's address, and the admins' test email."""
     register_page(
         __name__, "/reports", "Reports", 6, lambda **query: layout_for(db, query, clock(), settings)
     )
+    app = dash.get_app()  # the app being mounted (the shell passes none to this page)
+
+    @app.callback(Output(ids.REPORTS_LINKS, "children"), Input(ids.REPORTS_LOCATION, "href"))
+    async def _links(href):
+        return links_note(settings, href if isinstance(href, str) else None)
+
+    @app.callback(
+        Output(ids.REPORTS_TEST_RESULT, "children"),
+        Input(ids.REPORTS_TEST_SEND, "n_clicks"),
+        State(ids.REPORTS_WEEK, "data"),
+        prevent_initial_call=True,
+    )
+    async def _test(n_clicks, week):
+        if not n_clicks:
+            return dash.no_update
+        chosen = week if isinstance(week, str) else last_full_week(clock(), settings.report_tz)
+        return await asyncio.to_thread(test_result, db, settings, chosen)
+
+    @app.callback(
+        Output(ids.REPORTS_RESEND_RESULT, "children"),
+        Input({"type": ids.REPORTS_RESEND, "week": ALL}, "submit_n_clicks"),
+        prevent_initial_call=True,
+    )
+    async def _resend(clicks):
+        asked = ctx.triggered_id
+        week = asked.get("week") if isinstance(asked, dict) else None
+        if not any(clicks or []) or not isinstance(week, str):
+            return dash.no_update
+        if not principal.is_admin():  # the gate refuses it too; a request can skip the page
+            return html.P("Only admins can resend the weekly email.", className="field-error")
+        return await asyncio.to_thread(resend_result, db, settings, week, clock)

@@ -610,8 +610,8 @@ def _editor(engine: str, profile: dict, editable: bool = True, fleet: Fleet = Fl
                         html.Button("Delete profile", className="danger", disabled=not editable),
                         id=ids.RIGHTSIZING_DELETE,
                         message="Delete this engine's profile? Its bounds, replicas, SLO and "
-                        "prices go; the traffic stays. To undo, save the profile again "
-                        "(tokenshape engine set, or this form).",
+                        "prices go; the traffic stays. Its last version is kept: Undo on the "
+                        "next page (or tokenshape engine restore) brings it back.",
                     ),
                     # Empty for a viewer too: the note above the fields says it once.
                     html.Span("", id=ids.RIGHTSIZING_SAVED, className="muted"),
@@ -696,7 +696,15 @@ def layout_for(
     if query.get("saved"):
         parts.append(html.P("Profile saved; the numbers below use it.", className="saved"))
     if query.get("deleted"):
-        parts.append(html.P(f"Profile of {query['deleted']} deleted.", className="saved"))
+        parts.append(_deleted_note(str(query["deleted"]), editable))
+    if query.get("restored") and engine:
+        parts.append(
+            html.P(
+                f"Profile of {engine} restored; the numbers below use it.",
+                className="saved",
+                id=ids.RIGHTSIZING_RESTORED,
+            )
+        )
     if not engine:
         parts += _raw_only(window_note(db, None, start, end, now))
         parts.append(_fleet(db, query))
@@ -879,6 +887,34 @@ def save_profile(db: Database, engine: str, values: dict, now: datetime) -> str 
     return None
 
 
+def _deleted_note(engine: str, editable: bool) -> html.Div:
+    """The note "Profile of X deleted." with, for admins, the Undo that restores it."""
+    undo = (
+        [
+            html.Button("Undo", id=ids.RIGHTSIZING_UNDO, n_clicks=0, className="primary"),
+            dcc.Store(id=ids.RIGHTSIZING_UNDO_ENGINE, data=engine),
+            html.Span("", id=ids.RIGHTSIZING_UNDO_RESULT, role="status"),
+            dcc.Location(id=ids.RIGHTSIZING_UNDO_RELOAD, refresh=True),
+        ]
+        if editable
+        else []
+    )
+    return html.Div(
+        [html.Span(f"Profile of {engine} deleted. ", className="saved"), *undo],
+        id=ids.RIGHTSIZING_DELETED,
+    )
+
+
+def restore_profile(db: Database, engine: str, now: datetime) -> str | None:
+    """Restore a deleted profile (Undo); the refusal in words (a newer profile exists, or
+    nothing to restore), or None."""
+    try:
+        profile_store.restore_profile(db, engine, now)
+    except (profile_store.RestoreConflict, profile_store.NoDeletedProfile) as exc:
+        return str(exc)
+    return None
+
+
 READ_ONLY = (
     "Only admins can change engine profiles: ask one, or use PUT /api/engines/{name} with an "
     "admin token."
@@ -961,5 +997,24 @@ def register(
     async def _delete(_clicks, engine):
         if not principal.is_admin():
             return READ_ONLY, dash.no_update
-        await asyncio.to_thread(lambda: profile_store.delete_profile(db, engine))
+        now = clock()  # the history records the injected clock's time
+        await asyncio.to_thread(lambda: profile_store.delete_profile(db, engine, now))
         return "deleted", "/rightsizing?" + urlencode({"deleted": engine})
+
+    @app.callback(
+        Output(ids.RIGHTSIZING_UNDO_RESULT, "children"),
+        Output(ids.RIGHTSIZING_UNDO_RELOAD, "href"),
+        Input(ids.RIGHTSIZING_UNDO, "n_clicks"),
+        State(ids.RIGHTSIZING_UNDO_ENGINE, "data"),
+        prevent_initial_call=True,
+    )
+    async def _undo(n_clicks, engine):  # type: ignore[no-untyped-def]
+        if not n_clicks or not isinstance(engine, str):
+            return dash.no_update, dash.no_update
+        if not principal.is_admin():
+            return READ_ONLY, dash.no_update
+        problem = await asyncio.to_thread(restore_profile, db, engine, clock())
+        if problem:
+            return problem, dash.no_update
+        stamp = f"{int(clock().timestamp())}-{next(save_counter)}"
+        return "restored", "/rightsizing?" + urlencode({"engine": engine, "restored": stamp})

@@ -27,11 +27,13 @@ from app.auth import principal
 LAYOUT_PATH = "/_dash-layout"
 TTL_S = 15.0
 MAX_PENDING = 8  # a burst of page loads must not pile up queries nobody will read
+PER_CALLER = 2  # one client's burst (60 GETs of /) starts two builds, not a minute of CPU
+WORKERS = 2  # builds beyond these wait queued, so one nobody takes is cancelled unstarted
 pages: dict[str, Callable] = {}  # page path → its layout builder (register_page fills it)
-_pending: dict[tuple, tuple[float, Future]] = {}
+_pending: dict[tuple, tuple[float, Future, str]] = {}  # key → (started, build, client host)
 _lock = threading.Lock()
 # Concurrent futures, not asyncio ones: the layout request waits for them in a worker thread.
-_builds = ThreadPoolExecutor(max_workers=MAX_PENDING, thread_name_prefix="tokenshape-page")
+_builds = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="tokenshape-page")
 _page_url: ContextVar[tuple[str, str] | None] = ContextVar("tokenshape_page_url", default=None)
 
 
@@ -49,13 +51,15 @@ def _key(path: str, query: dict) -> tuple:
 
 
 def _forget_stale(now: float) -> None:
-    for key, (at, _) in list(_pending.items()):
+    for key, (at, build, _) in list(_pending.items()):
         if now - at > TTL_S:
+            build.cancel()  # not taken in time: if it has not started, it never will
             del _pending[key]
 
 
-def start(path: str, search: str) -> None:
-    """Begin building the layout for this URL (from the page's HTML request)."""
+def start(path: str, search: str, client: str = "") -> None:
+    """Begin building the layout for this URL (from the page's HTML request by `client`, its
+    address): at most PER_CALLER at once per caller and client, MAX_PENDING in all."""
     build = pages.get(path)
     if build is None:
         return
@@ -66,8 +70,12 @@ def start(path: str, search: str) -> None:
         _forget_stale(now)
         if key in _pending or len(_pending) >= MAX_PENDING:
             return
+        mine = sum(1 for k, (_, _, c) in _pending.items() if k[2] == key[2] and c == client)
+        if mine >= PER_CALLER:
+            return
         # The build runs as the caller: the auth context goes with it.
-        _pending[key] = (now, _builds.submit(contextvars.copy_context().run, build, **query))  # type: ignore[arg-type]  # mypy: ParamSpec through ParamSpec
+        future = _builds.submit(contextvars.copy_context().run, build, **query)  # type: ignore[arg-type]  # mypy: ParamSpec through ParamSpec
+        _pending[key] = (now, future, client)
 
 
 def peek(path: str, query: dict) -> Future | None:
@@ -120,7 +128,8 @@ class PrefetchPages:
             and scope["path"] in pages
             and any(k == b"accept" and b"text/html" in v for k, v in scope.get("headers", ()))
         ):
-            start(scope["path"], scope["query_string"].decode("latin-1"))
+            client = (scope.get("client") or ("",))[0]
+            start(scope["path"], scope["query_string"].decode("latin-1"), client)
         elif scope["type"] == "http" and scope["path"] == LAYOUT_PATH:
             token = _page_url.set(_referred_page(scope))
             try:
@@ -133,4 +142,6 @@ class PrefetchPages:
 
 def reset() -> None:
     """Forget every started build (a new app is mounted)."""
+    for _, build, _ in _pending.values():
+        build.cancel()
     _pending.clear()

@@ -13,6 +13,7 @@ import pytest
 from app.analytics import latency, shapes, traffic
 from app.analytics import rollups as rollup_source
 from app.analytics.filters import Filter
+from app.analytics.rollups import sql
 from app.storage import retention, rollups
 from app.storage.database import Database
 from tests.support.database import copy_database, open_migrated
@@ -289,3 +290,42 @@ def test_local_hours_and_days_come_from_rollups_only_in_whole_hour_zones(seeded)
         assert rollup_source.local_split(cur, flt, tz) is not None
     for tz in ("Asia/Kolkata", "Asia/Kathmandu", "Australia/Adelaide"):
         assert rollup_source.local_split(cur, flt, tz) is None
+
+
+@pytest.fixture()
+def scattered(tmp_path, demo_template) -> Iterator[Database]:
+    """The four days with one late row in each of 30 scattered hours (rollups built before):
+    30 raw intervals and about as many runs of clean hours between them."""
+    template = demo_template(requests=40_000, days=4, end=END)
+    with open_migrated(copy_database(template, tmp_path / "s.duckdb")) as database:
+        hours = [END - (3 + 3 * k) * H for k in range(30)]
+        recs = [
+            record(i, "late", started_at=(h + timedelta(minutes=7)).isoformat(), isl=700 + i)
+            for i, h in enumerate(hours)
+        ]
+        store(database, recs, gateway="late-gw")
+        yield database
+
+
+def test_many_scattered_stale_hours_read_as_one_select_each_and_still_match(scattered, monkeypatch):
+    cur = scattered.cursor()
+    flt = Filter(start=END - 4 * 24 * H, end=END)
+    sp = rollup_source.split(cur, flt)
+    assert sp is not None and len(sp.raw) > sql.MERGE_RAW_OVER
+    assert len(sp.parts) > sql.MERGE_RAW_OVER  # the runs of clean hours between them too
+    heat, four, q = (
+        shapes.heatmap(cur, flt),
+        shapes.four_shapes(cur, flt),
+        shapes.quantiles(cur, flt),
+    )
+    r_heat, _, r_four, r_q = _raw(cur, flt, monkeypatch)
+    assert np.array_equal(heat.counts, r_heat.counts) and heat.total == r_heat.total
+    assert four == r_four
+    for measure, exact in r_q.items():
+        assert q[measure]["max"] == exact["max"]
+    got, exact = _trends(cur, flt, "1h", "UTC")
+    assert list(got["requests"]) == list(exact["requests"])
+    with monkeypatch.context() as m:
+        m.setattr(rollup_source, "split", lambda cur, flt: None)
+        want = traffic.rates(cur, flt, "1h", "UTC")
+    assert traffic.rates(cur, flt, "1h", "UTC").to_dict("list") == want.to_dict("list")

@@ -239,13 +239,13 @@ def test_derived_tiers_follow_the_daily_tier_and_answer_only_what_they_keep(db):
     sp = rollup_source.split(cur, WINDOW)
     daily = [p for p in sp.parts if p.tier == "daily"]
     assert daily and daily[0].derived
-    src, _ = rollup_sql._rolled(WINDOW, sp, "values")
+    src, _ = rollup_sql.rolled(WINDOW, sp, "values")
     assert "rollup_dall_values" in src
-    by_engine, _ = rollup_sql._rolled(Filter(engines=("x",)), sp, "values")
+    by_engine, _ = rollup_sql.rolled(Filter(engines=("x",)), sp, "values")
     assert "rollup_dme_values" in by_engine and "rollup_dall_" not in by_engine
-    by_gateway, _ = rollup_sql._rolled(Filter(gateways=("x",)), sp, "values")
+    by_gateway, _ = rollup_sql.rolled(Filter(gateways=("x",)), sp, "values")
     assert "rollup_day_values" in by_gateway and "rollup_dme_" not in by_gateway
-    grouped, _ = rollup_sql._rolled(WINDOW, sp, "values", ("model",))
+    grouped, _ = rollup_sql.rolled(WINDOW, sp, "values", ("model",))
     assert "rollup_dme_values" in grouped
     # A day rebuilt after its derived rows (a path that forgot to derive) is read daily.
     day = cur.execute("SELECT max(day) FROM rollup_derived").fetchone()[0]
