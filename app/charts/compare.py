@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from app.charts.heatmap import HEAT_SCALE, bin_axis
-from app.charts.style import bin_labels, template
+from app.charts.style import PERCENTILE_COLOURS, bin_labels, template
 
 if TYPE_CHECKING:  # types only: the figures take frames and maps, never the query
     import pandas as pd
@@ -17,7 +17,8 @@ if TYPE_CHECKING:  # types only: the figures take frames and maps, never the que
 
 # The two maps' shares of the figure's width, the colour bar right of the second.
 LEFT, RIGHT = [0.0, 0.43], [0.5, 0.93]
-QUANTILE_COLOURS = {"p50": "#2a9d8f", "p90": "#e9c46a", "p99": "#d1495b"}
+# One colour per percentile on every chart (app/charts/style.py): p90 is p90 everywhere.
+QUANTILE_COLOURS = {k: PERCENTILE_COLOURS[k] for k in ("p50", "p90", "p99")}
 SAME_COLOUR = "#6c7a96"
 FIXED_AXIS = {"automargin": False, "ticklabeloverflow": "allow"}
 

@@ -205,6 +205,7 @@ NOTES_FORM = "notes-form"
 NOTES_TEXT = "notes-text"
 NOTES_AT = "notes-at"
 NOTES_ENGINE = "notes-engine"
+NOTES_ENGINES = "notes-engines"  # the datalist of engine names the field suggests
 NOTES_ADD = "notes-add"
 NOTES_RESULT = "notes-result"
 NOTES_TZ = "notes-tz"

@@ -108,7 +108,7 @@ def test_other_pages_say_it_where_they_read_raw_rows(live):
     assert "3 of the window's 3 hours have no raw rows" in traffic
     assert "counting 0 of the window's" in traffic and "Answered from" not in traffic
     assert f'"{ids.LATENCY_RAW_ONLY}"' in lat
-    views = "the trends, goodput, requests in flight and time to completion read"
+    views = "the trends, goodput, queueing, requests in flight and time to completion read"
     assert f"{views} raw rows only, counting 0 of the window's" in lat
     # The heat map reads the rollups; its goodput layer reads raw rows.
     assert "Answered from" in shapes and "have no raw rows" not in shapes

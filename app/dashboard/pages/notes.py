@@ -114,19 +114,24 @@ def _add_form(engines: list[str], chosen: str | None, tz: str) -> html.Div:
                         style=FIELD,
                         children=[
                             html.Span("engine (empty: all)"),
-                            dcc.Dropdown(
-                                options=engines,
-                                value=chosen,
+                            # A native text field with the engines as suggestions: Dash's
+                            # Dropdown renders a focusable aria-hidden input (axe: serious).
+                            dcc.Input(
                                 id=ids.NOTES_ENGINE,
-                                clearable=True,
+                                type="text",
+                                value=chosen or "",
+                                list=ids.NOTES_ENGINES,
+                                placeholder="all engines",
                                 style={"minWidth": "14em"},
+                            ),
+                            html.Datalist(
+                                [html.Option(value=e) for e in engines], id=ids.NOTES_ENGINES
                             ),
                         ],
                     ),
                     html.Button("Add note", id=ids.NOTES_ADD, className="primary", n_clicks=0),
                 ],
-                # Side by side, wrapping; labels above their fields (no class of the filter
-                # bar's: its rules are for native selects, not this dropdown).
+                # Side by side, wrapping; labels above their fields.
                 style={"display": "flex", "flexWrap": "wrap", "gap": "12px", "alignItems": "end"},
                 id=ids.NOTES_FORM,
             ),
@@ -186,7 +191,7 @@ def add_note(
             text if isinstance(text, str) else "",
             now,
             at=at,
-            engine=engine if isinstance(engine, str) else None,
+            engine=(engine.strip() or None) if isinstance(engine, str) else None,
         )
     except ValueError as exc:
         return str(exc)
