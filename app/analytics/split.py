@@ -21,10 +21,9 @@ from app.analytics.rollups.sketch import group_estimates
 
 # The rollup readers' building blocks: the clean hours of a split and its raw intervals, read
 # the same way `values_over_time_by` reads them, with a key that also keeps "the rest".
-from app.analytics.rollups.sql import MEASURE_ROWS, raw_selects, rolled, summed
-from app.analytics.windows import bucket_sql, width
+from app.analytics.rollups.sql import keyed_counts, keyed_values, raw_selects, rolled
+from app.analytics.windows import bucket_sql
 from app.storage.rollups import MEASURES, ttft_sql
-from app.storage.rollups import bucket_sql as value_bucket_sql
 
 SPLITS = ("model", "engine", "tenant", "gateway")
 TOP_N = 8
@@ -211,50 +210,16 @@ def rolled_series(
         raise ValueError(f"the rollups cannot split by {by!r}: one of {', '.join(ROLLED)}")
     _check_columns(measures, MEASURES)
     key, key_params = key_sql(by, top)
-    lead = [width(seconds), tz, *key_params]
-    s_src, s_params = rolled(flt, sp, "shapes", (by,))
-    s_raw, s_raw_params = raw_selects(
-        flt,
-        sp,
-        "SELECT k, epoch_us(time_bucket(?::INTERVAL, started_at, ?)) AS g, sum(wt) AS n, "
-        f"false AS rolled FROM (SELECT {key} AS k, started_at, {WEIGHT} AS wt FROM {{src}}) "
-        "GROUP BY ALL",
-        lead=lead,
-    )
-    counted = cur.execute(
-        "SELECT k::INTEGER AS k, g, sum(n)::DOUBLE AS n, bool_or(rolled) AS rolled FROM ("
-        f"SELECT {key} AS k, epoch_us(time_bucket(?::INTERVAL, hour, ?)) AS g, w AS n, "
-        f"true AS rolled FROM {s_src}"
-        + "".join(f" UNION ALL {q}" for q in s_raw)
-        + ") GROUP BY k, g ORDER BY k, g",
-        [*key_params, width(seconds), tz, *s_params, *s_raw_params],
-    ).fetchnumpy()
+    # NULL keys stay: they are "(other)".
+    counted = keyed_counts(cur, flt, sp, seconds, tz, (key, key_params), (by,), keep_null=True)
     if not len(counted["k"]) or not counted["rolled"].any():
         return None
     rows: dict[str, np.ndarray] = {"k": np.array([], dtype=np.int32)}
     codes = [MEASURES.index(m) for m in measures]
     if measures:
-        src, params = rolled(flt, sp, "values", (by,))
-        raw, raw_params = raw_selects(
-            flt,
-            sp,
-            "SELECT k, epoch_us(time_bucket(?::INTERVAL, started_at, ?)) AS g, measure, "
-            f"{value_bucket_sql('v')} AS b, sum(wt) AS n, max(v) AS vmax FROM "
-            f"(SELECT {key} AS k, started_at, {WEIGHT} AS wt, {MEASURE_ROWS} FROM {{src}}) "
-            "WHERE v IS NOT NULL AND list_contains(?, measure) GROUP BY ALL",
-            lead=lead,
-            tail=[codes],
+        rows = keyed_values(
+            cur, flt, sp, seconds, tz, (key, key_params), (by,), codes, keep_null=True
         )
-        found = cur.execute(
-            "SELECT k::INTEGER AS k, g, measure::SMALLINT AS measure, b::SMALLINT AS b, "
-            "n::DOUBLE AS n, vmax::DOUBLE AS vmax FROM ("
-            f"SELECT {key} AS k, epoch_us(time_bucket(?::INTERVAL, hour, ?)) AS g, measure, "
-            f"b, w AS n, vmax FROM {src} WHERE list_contains(?, measure)"
-            + "".join(f" UNION ALL {q}" for q in raw)
-            + ") ORDER BY k, g, measure, b",
-            [*key_params, width(seconds), tz, *params, codes, *raw_params],
-        ).fetchnumpy()
-        rows = summed(found, ("k", "g", "measure", "b"))
     setting = cur.execute("SELECT current_setting('TimeZone')").fetchone()
     zone = str(setting[0]) if setting else "UTC"
     out: dict[int, pd.DataFrame] = {}

@@ -296,53 +296,13 @@ def _series_by(
     names: list[str | None] = [None] if by is None else list(values)
     key, key_params = ("0", []) if by is None else (f"list_position(?, {by})", [list(values)])
     needs = (by,) if by else ()
-    lead = [width(seconds), tz, *key_params]
     # Requests per (key, bucket) from the shapes rollups: a fraction of the value rows an ISL
     # measure would scan for the same count.
-    s_src, s_params = rolled(flt, sp, "shapes", needs)
-    s_raw, s_raw_params = raw_selects(
-        flt,
-        sp,
-        "SELECT k, epoch_us(time_bucket(?::INTERVAL, started_at, ?)) AS g, sum(wt) AS n, "
-        f"false AS rolled FROM (SELECT {key} AS k, started_at, {WEIGHT} AS wt FROM {{src}}) "
-        "GROUP BY ALL",
-        lead=lead,
-    )
-    counted = cur.execute(
-        "SELECT k::INTEGER AS k, g, sum(n)::DOUBLE AS n, bool_or(rolled) AS rolled FROM ("
-        f"SELECT {key} AS k, epoch_us(time_bucket(?::INTERVAL, hour, ?)) AS g, w AS n, "
-        f"true AS rolled FROM {s_src}"
-        + "".join(f" UNION ALL {q}" for q in s_raw)
-        + ") WHERE k IS NOT NULL GROUP BY k, g ORDER BY k, g",
-        [*key_params, width(seconds), tz, *s_params, *s_raw_params],
-    ).fetchnumpy()
+    counted = keyed_counts(cur, flt, sp, seconds, tz, (key, key_params), needs)
     if not len(counted["k"]) or (rolled_only and not counted["rolled"].any()):
         return None
     codes = [MEASURES.index(m) for m in measures]
-    src, params = rolled(flt, sp, "values", needs)
-    raw, raw_params = raw_selects(
-        flt,
-        sp,
-        f"SELECT k, epoch_us(time_bucket(?::INTERVAL, started_at, ?)) AS g, measure, "
-        f"{bucket_sql('v')} AS b, sum(wt) AS n, max(v) AS vmax FROM "
-        f"(SELECT {key} AS k, started_at, {WEIGHT} AS wt, {MEASURE_ROWS} FROM {{src}}) "
-        "WHERE v IS NOT NULL AND list_contains(?, measure) GROUP BY ALL",
-        lead=lead,
-        tail=[codes],
-    )
-    # Sorted, not grouped, in DuckDB: rows of one (key, bucket, measure, b) are summed here
-    # (most are one row already: a year of engine-days from the derived tier is ~2 M rows,
-    # and DuckDB's hash grouping of them costs twice the sort).
-    found = cur.execute(
-        "SELECT k::INTEGER AS k, g, measure::SMALLINT AS measure, b::SMALLINT AS b, "
-        "n::DOUBLE AS n, vmax::DOUBLE AS vmax FROM ("
-        f"SELECT {key} AS k, epoch_us(time_bucket(?::INTERVAL, hour, ?)) AS g, measure, b, "
-        f"w AS n, vmax FROM {src} WHERE list_contains(?, measure)"
-        + "".join(f" UNION ALL {q}" for q in raw)
-        + ") WHERE k IS NOT NULL ORDER BY k, g, measure, b",
-        [*key_params, width(seconds), tz, *params, codes, *raw_params],
-    ).fetchnumpy()
-    rows = summed(found, ("k", "g", "measure", "b"))
+    rows = keyed_values(cur, flt, sp, seconds, tz, (key, key_params), needs, codes)
     setting = cur.execute("SELECT current_setting('TimeZone')").fetchone()
     zone = str(setting[0]) if setting else "UTC"
     ck, cg, cn = counted["k"], counted["g"], counted["n"]
@@ -717,3 +677,80 @@ def request_count(cur: duckdb.DuckDBPyConnection, flt: Filter, sp: Split) -> flo
     if row is None or not row[1]:
         return None
     return float(row[0])
+
+
+def keyed_counts(
+    cur: duckdb.DuckDBPyConnection,
+    flt: Filter,
+    sp: Split,
+    seconds: int,
+    tz: str,
+    key: tuple[str, list],
+    needs: tuple[str, ...],
+    keep_null: bool = False,
+) -> dict[str, np.ndarray]:
+    """Requests per (key, time bucket of `seconds` in `tz`) from the shapes rollups and the
+    split's raw intervals, with whether any came from the rollups (`rolled`); `key` is the
+    SQL of the key and its parameters; rows whose key is NULL are kept with `keep_null`."""
+    sql, key_params = key
+    lead = [width(seconds), tz, *key_params]
+    src, params = rolled(flt, sp, "shapes", needs)
+    raw, raw_params = raw_selects(
+        flt,
+        sp,
+        "SELECT k, epoch_us(time_bucket(?::INTERVAL, started_at, ?)) AS g, sum(wt) AS n, "
+        f"false AS rolled FROM (SELECT {sql} AS k, started_at, {WEIGHT} AS wt FROM {{src}}) "
+        "GROUP BY ALL",
+        lead=lead,
+    )
+    where = "" if keep_null else " WHERE k IS NOT NULL"
+    return cur.execute(
+        "SELECT k::INTEGER AS k, g, sum(n)::DOUBLE AS n, bool_or(rolled) AS rolled FROM ("
+        f"SELECT {sql} AS k, epoch_us(time_bucket(?::INTERVAL, hour, ?)) AS g, w AS n, "
+        f"true AS rolled FROM {src}"
+        + "".join(f" UNION ALL {q}" for q in raw)
+        + f"){where} GROUP BY k, g ORDER BY k, g",
+        [*key_params, width(seconds), tz, *params, *raw_params],
+    ).fetchnumpy()
+
+
+def keyed_values(
+    cur: duckdb.DuckDBPyConnection,
+    flt: Filter,
+    sp: Split,
+    seconds: int,
+    tz: str,
+    key: tuple[str, list],
+    needs: tuple[str, ...],
+    codes: list[int],
+    keep_null: bool = False,
+) -> dict[str, np.ndarray]:
+    """Value-bucket counts per (key, time bucket, measure, value bucket) of the measures
+    `codes` (indexes into MEASURES), summed, from the rollups and the raw intervals."""
+    sql, key_params = key
+    lead = [width(seconds), tz, *key_params]
+    src, params = rolled(flt, sp, "values", needs)
+    raw, raw_params = raw_selects(
+        flt,
+        sp,
+        f"SELECT k, epoch_us(time_bucket(?::INTERVAL, started_at, ?)) AS g, measure, "
+        f"{bucket_sql('v')} AS b, sum(wt) AS n, max(v) AS vmax FROM "
+        f"(SELECT {sql} AS k, started_at, {WEIGHT} AS wt, {MEASURE_ROWS} FROM {{src}}) "
+        "WHERE v IS NOT NULL AND list_contains(?, measure) GROUP BY ALL",
+        lead=lead,
+        tail=[codes],
+    )
+    where = "" if keep_null else " WHERE k IS NOT NULL"
+    # Sorted, not grouped, in DuckDB: rows of one (key, bucket, measure, b) are summed here
+    # (most are one row already: a year of engine-days from the derived tier is ~2 M rows,
+    # and DuckDB's hash grouping of them costs twice the sort).
+    found = cur.execute(
+        "SELECT k::INTEGER AS k, g, measure::SMALLINT AS measure, b::SMALLINT AS b, "
+        "n::DOUBLE AS n, vmax::DOUBLE AS vmax FROM ("
+        f"SELECT {sql} AS k, epoch_us(time_bucket(?::INTERVAL, hour, ?)) AS g, measure, b, "
+        f"w AS n, vmax FROM {src} WHERE list_contains(?, measure)"
+        + "".join(f" UNION ALL {q}" for q in raw)
+        + f"){where} ORDER BY k, g, measure, b",
+        [*key_params, width(seconds), tz, *params, codes, *raw_params],
+    ).fetchnumpy()
+    return summed(found, ("k", "g", "measure", "b"))
