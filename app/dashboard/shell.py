@@ -13,7 +13,7 @@ from fastapi import FastAPI, Request, Response
 from app.auth import principal
 from app.auth.gate import WARM_UP_HEADER
 from app.auth.principal import Principal
-from app.dashboard import ids
+from app.dashboard import edge, ids
 from app.dashboard.pages import (
     admin,
     compare,
@@ -70,6 +70,18 @@ class _Dash(Dash):
     # Set once at mount, next to Dash collecting its assets: the page must never drop the
     # polyfill for a runtime that is not served (say, one built while the server runs).
     runtime_served = False
+
+    def _initialize_context(self, body: Any) -> Any:
+        """Dash's callback context, for a request whose shape is a callback's (app/dashboard/edge;
+        anything else is a 400 or 404 naming what was wrong, never a 500)."""
+        edge.check_envelope(body, self.callback_map)
+        return super()._initialize_context(body)
+
+    def _execute_callback(self, func: Any, args: Any, outputs_list: Any, g: Any) -> Any:
+        """Dash's call of the callback, once every input and state has the type the callback
+        declares (else a 422 naming the component and property)."""
+        edge.check_args(func, g.inputs_list + g.states_list, args)
+        return super()._execute_callback(func, args, outputs_list, g)
 
     def init_app(self, app: object = None, **kwargs: object) -> None:
         """Dash's setup without its websocket transport: no callback here uses it, yet on

@@ -12,6 +12,7 @@ from app.auth import principal
 from app.auth.principal import Principal
 from app.config import Settings
 from app.dashboard import ids
+from app.dashboard.edge import Chosen
 from app.dashboard.pages import register_page
 from app.services.credentials import ROLES, SCOPES, Credentials
 
@@ -357,7 +358,7 @@ def register(app: Dash, creds: Credentials) -> None:
         State(ids.ADMIN_GATEWAY, "value"),
         prevent_initial_call=True,
     )
-    async def _create(chosen, gateway):
+    async def _create(chosen: Chosen | None, gateway: str | None):  # type: ignore[no-untyped-def]
         scope, _by = _picked(chosen)
         if not principal.is_admin():
             return _note(ADMINS_ONLY), no_update, no_update
@@ -382,7 +383,7 @@ def register(app: Dash, creds: Credentials) -> None:
         Input(ids.ADMIN_TOKEN_CHOSEN, "data"),
         prevent_initial_call=True,
     )
-    async def _rotate_or_revoke(chosen):
+    async def _rotate_or_revoke(chosen: Chosen | None):  # type: ignore[no-untyped-def]
         token_id, by = _picked(chosen)
         if not principal.is_admin():
             return _note(ADMINS_ONLY), no_update, no_update
@@ -419,7 +420,9 @@ def register(app: Dash, creds: Credentials) -> None:
         State(ids.ADMIN_USER_PASSWORD, "value"),
         prevent_initial_call=True,
     )
-    async def _add_user(chosen, name, password):
+    async def _add_user(  # type: ignore[no-untyped-def]
+        chosen: Chosen | None, name: str | None, password: str | None
+    ):
         role, _by = _picked(chosen)
         if not principal.is_admin():
             return _note(ADMINS_ONLY), no_update
@@ -439,7 +442,7 @@ def register(app: Dash, creds: Credentials) -> None:
         State(ids.ADMIN_USER_NAME, "value"),
         prevent_initial_call=True,
     )
-    async def _remove_user(_n, name):
+    async def _remove_user(_n: int | None, name: str | None):  # type: ignore[no-untyped-def]
         who = principal.current()
         if who is None or not who.is_admin:
             return _note(ADMINS_ONLY), no_update

@@ -18,6 +18,7 @@ from app.charts import latency as charts
 from app.charts import load as load_charts
 from app.charts.slo import goodput_time_figure
 from app.dashboard import filterbar, ids
+from app.dashboard.edge import Query
 from app.dashboard.pages import register_page
 from app.services import slo
 from app.sizing.slo import Fleet
@@ -409,7 +410,7 @@ def register(
         Output(ids.LATENCY_VS_INFLIGHT_NOTE, "children"),
         Input(ids.LATENCY_LOAD_QUERY, "data"),
     )
-    async def _load(query):  # type: ignore[no-untyped-def]
+    async def _load(query: Query | None):  # type: ignore[no-untyped-def]
         # The query is the client's: parsed and validated exactly as the page's URL is.
         clean = {k: v for k, v in (query or {}).items() if isinstance(v, str)}
         return await asyncio.to_thread(load_figures, db, clean, clock(), tz)

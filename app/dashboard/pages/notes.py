@@ -227,7 +227,14 @@ def register(app: Dash, db: Database, clock: Callable[[], datetime], tz: str) ->
         State(ids.NOTES_RELOAD, "href"),
         prevent_initial_call=True,
     )
-    async def _add(n_clicks, text, at_text, engine, zone, href):  # type: ignore[no-untyped-def]
+    async def _add(  # type: ignore[no-untyped-def]
+        n_clicks: int | None,
+        text: str | None,
+        at_text: str | None,
+        engine: str | None,
+        zone: str | None,
+        href: str | None,
+    ):
         if not n_clicks:
             return dash.no_update, dash.no_update
         if not principal.is_admin():  # checked here too: a request can skip the page
@@ -245,7 +252,7 @@ def register(app: Dash, db: Database, clock: Callable[[], datetime], tz: str) ->
         State(ids.NOTES_RELOAD, "href"),
         prevent_initial_call=True,
     )
-    async def _delete(_clicks, href):  # type: ignore[no-untyped-def]
+    async def _delete(_clicks: list[int | None], href: str | None):  # type: ignore[no-untyped-def]
         trigger = dash.ctx.triggered_id
         pressed = dash.ctx.triggered[0].get("value") if dash.ctx.triggered else None
         if not isinstance(trigger, dict) or not pressed:  # a re-render, not a click

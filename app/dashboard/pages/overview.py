@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import cast
 from urllib.parse import urlencode
 
+import dash
 import pandas as pd
 from dash import ALL, Dash, Input, Output, dcc, html
 
@@ -22,7 +23,8 @@ from app.analytics import overview, windows
 from app.analytics.filters import Filter
 from app.analytics.rollups.missing import raw_only_note
 from app.charts import overview as charts
-from app.dashboard import filterbar, ids
+from app.dashboard import edge, filterbar, ids
+from app.dashboard.edge import CardsData, MoneyWeeks, Query
 from app.dashboard.findings import drift_panel
 from app.dashboard.pages import register_page
 from app.dashboard.pages.rightsizing import WINDOWS as RIGHTSIZING_WINDOWS
@@ -701,6 +703,20 @@ def _engine_cards(
     return html.Div(parts, id=ids.OVERVIEW_CARDS)
 
 
+def _card_slots(data: CardsData | None) -> CardsData:
+    """The cards' store, once it names one engine per card the page asks to fill (a request
+    naming more or fewer is refused: the answer must fill every card, and only those)."""
+    data = data or {"query": {}, "engines": []}
+    cards = len(dash.ctx.outputs_list[0]) if dash.ctx.outputs_list else 0
+    if len(data["engines"]) != cards:
+        raise edge.refuse(
+            422,
+            f"input {ids.OVERVIEW_CARDS_QUERY}.data names {len(data['engines'])} engines for "
+            f"{cards} cards: reload the page",
+        )
+    return data
+
+
 def _asked(data: dict) -> list[str]:
     """The store's engines, in card order; names this database does not know are kept (their
     slots must be answered) but never sized."""
@@ -866,7 +882,7 @@ def register(
         Output(ids.OVERVIEW_LATENCY_NOTE, "children"),
         Input(ids.OVERVIEW_LATENCY_QUERY, "data"),
     )
-    async def _latency(query):  # type: ignore[no-untyped-def]
+    async def _latency(query: Query | None):  # type: ignore[no-untyped-def]
         # The query is the client's: parsed and validated exactly as the page's URL is.
         clean = {k: v for k, v in (query or {}).items() if isinstance(v, str)}
         return await asyncio.to_thread(latency_outputs, db, clean, clock(), tz, fleet)
@@ -876,13 +892,13 @@ def register(
         Output({"type": ids.OVERVIEW_CARD_GOODPUT, "index": ALL}, "children"),
         Input(ids.OVERVIEW_CARDS_QUERY, "data"),
     )
-    async def _cards_traffic(data):  # type: ignore[no-untyped-def]
-        data = data if isinstance(data, dict) else {}
+    async def _cards_traffic(data: CardsData | None):  # type: ignore[no-untyped-def]
+        data = _card_slots(data)
         try:
-            return await asyncio.to_thread(traffic_outputs, db, data, clock(), tz, fleet)
+            return await asyncio.to_thread(traffic_outputs, db, dict(data), clock(), tz, fleet)
         except Exception as exc:  # say so in every card rather than leave it waiting
             log.exception("overview: the engine cards' traffic failed")
-            n = len(data.get("engines") or [])
+            n = len(data["engines"])
             return [f"the traffic could not be read: {exc}"] * n, ["–"] * n
 
     @app.callback(
@@ -892,13 +908,13 @@ def register(
         Output({"type": ids.OVERVIEW_CARD, "index": ALL}, "style"),
         Input(ids.OVERVIEW_CARDS_QUERY, "data"),
     )
-    async def _cards(data):  # type: ignore[no-untyped-def]
-        data = data if isinstance(data, dict) else {}
+    async def _cards(data: CardsData | None):  # type: ignore[no-untyped-def]
+        data = _card_slots(data)
         try:
-            return await asyncio.to_thread(cards_outputs, db, data, clock(), tz, fleet)
+            return await asyncio.to_thread(cards_outputs, db, dict(data), clock(), tz, fleet)
         except Exception as exc:  # a broken plan must not leave the cards waiting forever
             log.exception("overview: the engine cards failed")
-            n = len(data.get("engines") or [])
+            n = len(data["engines"])
             state = failed_status(f"the status could not be computed: {exc}")
             return [status_badge(state)] * n, [state.reason] * n, ["–"] * n, [{}] * n
 
@@ -909,10 +925,9 @@ def register(
         Output(ids.OVERVIEW_SAVES_NOTE, "children"),
         Input(ids.OVERVIEW_MONEY_QUERY, "data"),
     )
-    async def _money(data):  # type: ignore[no-untyped-def]
+    async def _money(data: MoneyWeeks | None):  # type: ignore[no-untyped-def]
         # Only the number of weeks comes from the client, and only as a small whole number.
-        weeks = (data or {}).get("weeks")
-        weeks = weeks if isinstance(weeks, int) and 1 <= weeks <= 8 else 4
+        weeks = data["weeks"] if data and 1 <= data["weeks"] <= 8 else 4
         try:
             return await asyncio.to_thread(money_outputs, db, clock(), tz, fleet, weeks)
         except Exception as exc:  # a broken plan must not leave the card waiting forever

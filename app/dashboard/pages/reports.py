@@ -162,7 +162,10 @@ def _doubt_block(db: Database, now: datetime) -> html.Div | None:
 
 def resend_result(db: Database, settings, week: str, now: Callable[[], datetime]) -> html.P:
     """Resend a week in doubt and say what happened."""
-    outcome = resend_week(db, settings, week, clock=now)
+    try:
+        outcome = resend_week(db, settings, week, clock=now)
+    except ValueError as exc:  # the week is the request's: anything may come
+        return html.P(f"Not sent: {exc}.", className="field-error")
     words = {"sent": "Sent again", "skipped": "Not sent", "failed": "Failed"}
     return html.P(
         f"{words.get(outcome.status, outcome.status)}: {outcome.detail}",
@@ -253,7 +256,7 @@ def register(db: Database, clock: Callable[[], datetime], settings) -> None:
     app = dash.get_app()  # the app being mounted (the shell passes none to this page)
 
     @app.callback(Output(ids.REPORTS_LINKS, "children"), Input(ids.REPORTS_LOCATION, "href"))
-    async def _links(href):
+    async def _links(href: str | None):  # type: ignore[no-untyped-def]
         return links_note(settings, href if isinstance(href, str) else None)
 
     @app.callback(
@@ -262,7 +265,7 @@ def register(db: Database, clock: Callable[[], datetime], settings) -> None:
         State(ids.REPORTS_WEEK, "data"),
         prevent_initial_call=True,
     )
-    async def _test(n_clicks, week):
+    async def _test(n_clicks: int | None, week: str | None):  # type: ignore[no-untyped-def]
         if not n_clicks:
             return dash.no_update
         chosen = week if isinstance(week, str) else last_full_week(clock(), settings.report_tz)
@@ -273,7 +276,7 @@ def register(db: Database, clock: Callable[[], datetime], settings) -> None:
         Input({"type": ids.REPORTS_RESEND, "week": ALL}, "submit_n_clicks"),
         prevent_initial_call=True,
     )
-    async def _resend(clicks):
+    async def _resend(clicks: list[int | None]):  # type: ignore[no-untyped-def]
         asked = ctx.triggered_id
         week = asked.get("week") if isinstance(asked, dict) else None
         if not any(clicks or []) or not isinstance(week, str):

@@ -24,7 +24,8 @@ from app.analytics.filters import Filter
 from app.auth import principal
 from app.charts.heatmap import Bounds, heatmap_figure
 from app.charts.memory import memory_figure
-from app.dashboard import filterbar, ids
+from app.dashboard import edge, filterbar, ids
+from app.dashboard.edge import EngineData, FieldValue, Query
 from app.dashboard.findings import drift_panel
 from app.dashboard.pages import money_panel, performance_panel, register_page
 from app.services import profiles as profile_store
@@ -877,6 +878,26 @@ def _raw_only(note: str | None) -> list[html.Div]:
     )
 
 
+def _typed_fields(values: dict) -> dict:
+    """The form's fields once each has its box's type: a number box a number, every other a
+    string (the request's own values: a script may send anything; 422 names the field)."""
+    numbers = {name for name, _ in NUMBER_FIELDS}
+    for name, value in values.items():
+        number = name in numbers
+        ok = (
+            value is None
+            or (number and isinstance(value, int | float) and not isinstance(value, bool))
+            or (not number and isinstance(value, str))
+        )
+        if not ok:
+            raise edge.refuse(
+                422,
+                f'input {{"name":"{name}","type":"rs-field"}}.value: expected '
+                f"{'a number' if number else 'text'}, got {type(value).__name__}",
+            )
+    return values
+
+
 def save_profile(db: Database, engine: str, values: dict, now: datetime) -> str | None:
     """Validate and store an edited profile; the error message (naming the field) if invalid."""
     data = {k: v for k, v in values.items() if k != "startup_log"}
@@ -942,7 +963,7 @@ def register(
         Output(ids.RIGHTSIZING_FLEET, "children"),
         Input(ids.RIGHTSIZING_FLEET_QUERY, "data"),
     )
-    async def _fleet_rows(query):  # type: ignore[no-untyped-def]
+    async def _fleet_rows(query: Query | None):  # type: ignore[no-untyped-def]
         # The query is the client's: parsed and validated exactly as the page's URL is.
         clean = {k: v for k, v in (query or {}).items() if isinstance(v, str)}
         return await asyncio.to_thread(fleet_rows, db, clean, clock(), tz, fleet)
@@ -951,9 +972,9 @@ def register(
         Output(ids.RIGHTSIZING_MONEY, "children"),
         Input(ids.RIGHTSIZING_MONEY_QUERY, "data"),
     )
-    async def _money(query):  # type: ignore[no-untyped-def]
-        engine = (query or {}).get("engine")
-        if not isinstance(engine, str) or not engine:
+    async def _money(query: EngineData | None):  # type: ignore[no-untyped-def]
+        engine = query["engine"] if query else ""
+        if not engine:
             return dash.no_update
         return await asyncio.to_thread(
             money_panel.for_engine, db, engine, clock(), tz, fleet, MONEY_WEEKS
@@ -972,13 +993,13 @@ def register(
         State(ids.RIGHTSIZING_RELOAD, "href"),
         prevent_initial_call=True,
     )
-    async def _save(_clicks, engine, *rest):
+    async def _save(_clicks: int | None, engine: str | None, *rest: FieldValue):  # type: ignore[no-untyped-def]
         if not principal.is_admin():  # checked here too: a request can skip the page
             return READ_ONLY, dash.no_update
-        *values, href = rest
-        error = await asyncio.to_thread(
-            save_profile, db, engine, dict(zip(names, values, strict=True)), clock()
-        )
+        *values, last = rest
+        href = last if isinstance(last, str) else None
+        fields = _typed_fields(dict(zip(names, values, strict=True)))
+        error = await asyncio.to_thread(save_profile, db, engine or "", fields, clock())
         if error:
             return error, dash.no_update
         base = (href or "/rightsizing?" + urlencode({"engine": engine})).split("&saved=")[0]
@@ -994,9 +1015,11 @@ def register(
         State(ids.RIGHTSIZING_ENGINE, "data"),
         prevent_initial_call=True,
     )
-    async def _delete(_clicks, engine):
+    async def _delete(_clicks: int | None, engine: str | None):  # type: ignore[no-untyped-def]
         if not principal.is_admin():
             return READ_ONLY, dash.no_update
+        if not engine:
+            return "Choose an engine to delete.", dash.no_update
         now = clock()  # the history records the injected clock's time
         await asyncio.to_thread(lambda: profile_store.delete_profile(db, engine, now))
         return "deleted", "/rightsizing?" + urlencode({"deleted": engine})
@@ -1008,7 +1031,7 @@ def register(
         State(ids.RIGHTSIZING_UNDO_ENGINE, "data"),
         prevent_initial_call=True,
     )
-    async def _undo(n_clicks, engine):  # type: ignore[no-untyped-def]
+    async def _undo(n_clicks: int | None, engine: str | None):  # type: ignore[no-untyped-def]
         if not n_clicks or not isinstance(engine, str):
             return dash.no_update, dash.no_update
         if not principal.is_admin():

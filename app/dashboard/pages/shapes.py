@@ -15,7 +15,8 @@ from dash import Dash, Input, Output, dcc, html
 from app.analytics import goodput, rollups, shapes
 from app.charts.heatmap import Bounds, heatmap_figure
 from app.charts.slo import goodput_heatmap_figure
-from app.dashboard import filterbar, ids
+from app.dashboard import edge, filterbar, ids
+from app.dashboard.edge import ShapesView
 from app.dashboard.pages import register_page, safe
 from app.services import profiles, slo
 from app.sizing.slo import Fleet
@@ -159,7 +160,7 @@ def slo_layer(db: Database, flt, bins: str, fleet: Fleet) -> list:
     ]
 
 
-def ledger_for(db: Database, view: dict, fleet: Fleet) -> list:
+def ledger_for(db: Database, view: ShapesView, fleet: Fleet) -> list:
     """The SLO layer for the view the page was built with (its query and `now`)."""
     query = {k: v for k, v in view["query"].items() if isinstance(v, str)}
     flt = filterbar.parse_query(query, _when(view)).filter()
@@ -267,15 +268,21 @@ def register(
     )
 
     @app.callback(Output(ids.SHAPES_TABLES, "children"), Input(ids.SHAPES_VIEW, "data"))
-    async def _tables(view: dict | None) -> list[html.Div] | html.Div:
-        return await tables(view=view) if view else []
+    async def _tables(view: ShapesView | None) -> list[html.Div] | html.Div:
+        return await tables(view=view) if view and _when(view) else []
 
     layer = safe("Shapes SLO ledger", lambda view: html.Div(ledger_for(db, view, fleet)))
 
     @app.callback(Output(ids.SHAPES_SLO_LAYER, "children"), Input(ids.SHAPES_VIEW, "data"))
-    async def _layer(view: dict | None) -> html.Div | list:
-        return await layer(view=view) if view else []
+    async def _layer(view: ShapesView | None) -> html.Div | list:
+        return await layer(view=view) if view and _when(view) else []
 
 
-def _when(view: dict) -> datetime:
-    return datetime.fromisoformat(view["now"])
+def _when(view: ShapesView) -> datetime:
+    """The time the page was built at, from its store; the request's own, so checked."""
+    try:
+        return datetime.fromisoformat(view["now"])
+    except ValueError:
+        raise edge.refuse(
+            422, f"input {ids.SHAPES_VIEW}.data: 'now' is not an ISO time; reload the page"
+        ) from None
