@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import parse_qs
 
@@ -81,6 +81,19 @@ async def _form(request: Request) -> dict[str, str]:
     return {k: v[0] for k, v in fields.items()}
 
 
+def _start_session(
+    state: auth_state.AuthState, name: str, password: str, now: datetime, ttl: timedelta
+) -> tuple[users.UserInfo, str] | None:
+    """The password check and the new session (one guarded transaction, see sessions.log_in),
+    in a worker thread: a write conflict's retry waits without holding the event loop up.
+    The cursor is taken here: cursors are per thread, never shared."""
+    cur = state.db.cursor()
+    started = sessions.log_in(cur, name, password, now, ttl)
+    if started is not None:
+        sessions.prune(cur, now)  # expired ones go as new ones come
+    return started
+
+
 @router.post("/login")
 async def login(request: Request) -> Response:
     """Check the password; on success start a session and go where the user was headed."""
@@ -116,23 +129,19 @@ async def login(request: Request) -> Response:
         response.headers["Retry-After"] = str(state.throttle.retry_after(attempt))
         return response
     password = form.get("password", "")
-    user: users.UserInfo | None = None
+    now = state.clock()
+    ttl = timedelta(hours=state.settings.session_hours)
+    started: tuple[users.UserInfo, str] | None = None
     try:
         async with state.login_slots:  # each check holds up to 32 MiB: a flood must wait
-            # The cursor is taken in the worker thread: cursors are per thread, never shared.
-            user = await asyncio.to_thread(
-                lambda: users.authenticate(state.db.cursor(), name, password)
-            )
+            started = await asyncio.to_thread(_start_session, state, name, password, now, ttl)
     finally:  # a try the client gave up on still counts as a failure
-        state.throttle.end(attempt, succeeded=user is not None)
-    if user is None:
+        state.throttle.end(attempt, succeeded=started is not None)
+    if started is None:
         return _page(
             request, 401, message="Wrong user name or password.", username=name, next=target
         )
-    now = state.clock()
-    ttl = timedelta(hours=state.settings.session_hours)
-    sessions.prune(state.db.cursor(), now)  # expired ones go as new ones come
-    session_id = sessions.create(state.db.cursor(), user.name, now, ttl)
+    user, session_id = started
     response = RedirectResponse(target, 303)
     secure = _secure(request)
     max_age = int(ttl.total_seconds())
@@ -174,7 +183,10 @@ async def logout(request: Request) -> Response:
             return HTMLResponse(
                 "The logout form came without this session's CSRF token: reload and retry.", 403
             )
-        sessions.end(state.db.cursor(), session_id)
+        await asyncio.to_thread(lambda: sessions.end(state.db.cursor(), session_id))
+        # After the delete committed: a look-up on the event loop that read the session
+        # while it was being deleted has cached it by now, and this drops it; every later
+        # one reads the database after the commit.
         state.session_cache.pop(session_id, None)
     secure = _secure(request)
     response.delete_cookie(cookies.SESSION_COOKIE, secure=secure, httponly=True, samesite="lax")

@@ -48,8 +48,11 @@ class AuthState:
 
     def forget(self) -> None:
         """Drop cached tokens and sessions (after a revocation or a user's removal)."""
-        self.token_cache.clear()
-        self.session_cache.clear()
+        # New dicts, not cleared ones: a look-up under way in another thread read the
+        # database before the change committed and is about to cache what it found; it took
+        # the old dict before its query, so its stale entry lands where nobody looks.
+        self.token_cache = {}
+        self.session_cache = {}
 
 
 def of(conn: HTTPConnection) -> AuthState:

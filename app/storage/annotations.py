@@ -7,7 +7,7 @@ from datetime import datetime
 
 import duckdb
 
-from app.storage.rows import first_row
+from app.storage.rows import first_row, transaction
 
 _COLUMNS = "id, happened_at, text, engine, author, created_at"
 
@@ -50,9 +50,14 @@ def get_note(cur: duckdb.DuckDBPyConnection, note_id: str) -> Note | None:
 
 
 def delete_note(cur: duckdb.DuckDBPyConnection, note_id: str) -> bool:
-    """Delete a note; False when there was none."""
-    rows = cur.execute("DELETE FROM annotations WHERE id = ? RETURNING id", [note_id]).fetchall()
-    return bool(rows)
+    """Delete a note; False when there was none. Of racing deletes of one note, DuckDB
+    refuses all but the first writer ("Conflict on delete"); retried, they find it gone."""
+    return transaction(
+        cur,
+        lambda c: (
+            first_row(c, "DELETE FROM annotations WHERE id = ? RETURNING id", [note_id]) is not None
+        ),
+    )
 
 
 def notes_between(

@@ -5,11 +5,10 @@ where one is promised, never a live token after a revoke has answered."""
 from __future__ import annotations
 
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
-from threading import Barrier
 
 import pytest
 
+from tests.support.races import at_once
 from tests.support.server import LiveServer
 
 THREADS = 20
@@ -19,18 +18,6 @@ THREADS = 20
 def live(module_live: LiveServer) -> LiveServer:
     """One server; each test works on tokens and users of its own."""
     return module_live
-
-
-def _at_once(n: int, call):
-    """`call(i)` from n threads released together; their answers in order."""
-    start = Barrier(n)
-
-    def run(i: int):
-        start.wait()
-        return call(i)
-
-    with ThreadPoolExecutor(n) as pool:
-        return list(pool.map(run, range(n)))
 
 
 def _live_tokens(live: LiveServer, gateway: str) -> int:
@@ -44,7 +31,7 @@ def test_racing_rotations_of_one_token_leave_exactly_one_live_token(live):
     with live.client(admin) as c:
         made = c.post("/api/tokens", json={"gateway": "race-rotate", "scope": "ingest"}).json()
         token_id = made["info"]["id"]
-        answers = _at_once(THREADS, lambda _: c.post(f"/api/tokens/{token_id}/rotate"))
+        answers = at_once(THREADS, lambda _: c.post(f"/api/tokens/{token_id}/rotate"))
     codes = Counter(r.status_code for r in answers)
     assert codes == {200: 1, 404: THREADS - 1}, codes
     assert all("no live token" in r.json()["detail"] for r in answers if r.status_code == 404)
@@ -68,7 +55,7 @@ def test_a_revoke_racing_a_rotation_never_leaves_a_live_token_once_it_answered(l
                 return c.delete(f"/api/tokens/{token_id}")
             return c.post(f"/api/tokens/{token_id}/rotate")
 
-        answers = _at_once(THREADS, act)
+        answers = at_once(THREADS, act)
     assert all(r.status_code in (200, 204, 404) for r in answers), [r.text for r in answers]
     won = [r for r in answers if r.status_code in (200, 204)]
     assert len(won) == 1  # the old token is live for one action only
@@ -83,7 +70,7 @@ def test_racing_creations_of_one_user_make_one_and_answer_409_to_the_rest(live):
     admin = live.token("admin", gateway="race-admin")
     body = {"name": "racer", "password": "correct horse battery staple", "role": "viewer"}
     with live.client(admin) as c:
-        answers = _at_once(10, lambda _: c.post("/api/users", json=body))
+        answers = at_once(10, lambda _: c.post("/api/users", json=body))
     codes = Counter(r.status_code for r in answers)
     assert codes == {201: 1, 409: 9}, [r.text for r in answers]
     assert all("already exists" in r.json()["detail"] for r in answers if r.status_code == 409)
@@ -95,7 +82,7 @@ def test_racing_removals_of_one_user_remove_it_once_and_answer_404_to_the_rest(l
     body = {"name": "mover", "password": "correct horse battery staple", "role": "viewer"}
     with live.client(admin) as c:
         assert c.post("/api/users", json=body).status_code == 201
-        answers = _at_once(THREADS, lambda _: c.delete("/api/users/mover"))
+        answers = at_once(THREADS, lambda _: c.delete("/api/users/mover"))
     codes = Counter(r.status_code for r in answers)
     assert codes == {204: 1, 404: THREADS - 1}, codes
 
@@ -106,7 +93,7 @@ def test_racing_puts_of_one_engine_profile_all_succeed_and_one_of_them_is_stored
     admin = live.token("admin", gateway="race-admin")
     bodies = [DEMO_PROFILES["chat-8b"] | {"replicas": 1 + i} for i in range(THREADS)]
     with live.client(admin) as c:
-        answers = _at_once(THREADS, lambda i: c.put("/api/engines/race-8b", json=bodies[i]))
+        answers = at_once(THREADS, lambda i: c.put("/api/engines/race-8b", json=bodies[i]))
         assert all(r.status_code in (200, 201) for r in answers), [
             (r.status_code, r.text[:120]) for r in answers if r.status_code >= 300
         ]
