@@ -35,7 +35,12 @@ from app.cli import (
 # Not `from app.cli import annotations`: here that name is __future__'s feature.
 from app.cli.annotations import add_parser as add_annotations
 from app.cli.serve import cmd_serve
-from app.storage.database import DatabaseLocked, DatabaseUnreadable
+from app.storage.database import (
+    DatabaseLocked,
+    DatabaseReadOnly,
+    DatabaseTooNew,
+    DatabaseUnreadable,
+)
 
 __all__ = ["build_parser", "cmd_serve", "main"]  # cmd_serve: what a compose `command:` must reach
 
@@ -76,11 +81,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _recover_before_serving(args: argparse.Namespace) -> None:
+    """Quarantine and rebuild a damaged database file or WAL before `serve` opens it, logging
+    the damage where the server logs (a newer, read-only or locked file raises instead)."""
+    from app.cli.common import settings_for
+    from app.jobs.cron import check_setting
+    from app.server import logs
+    from app.storage.recovery import recover
+
+    settings = settings_for(args)
+    check_setting(settings.report_cron)  # a bad setting fails before the file is touched
+    logs.configure(settings)
+    recover(settings.db)
+
+
 def main(argv: Iterable[str] | None = None) -> int:
     """Entry point of the console script."""
     parser = build_parser()
     args = parser.parse_args(list(argv) if argv is not None else None)
     try:
+        if args.func is cmd_serve:
+            _recover_before_serving(args)
         return int(args.func(args) or 0)
     except DatabaseLocked as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -91,7 +112,7 @@ def main(argv: Iterable[str] | None = None) -> int:
                 file=sys.stderr,
             )
         return 2
-    except DatabaseUnreadable as exc:
+    except (DatabaseUnreadable, DatabaseTooNew, DatabaseReadOnly) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except ValidationError as exc:

@@ -28,6 +28,7 @@ from app.services.credentials import Credentials
 from app.services.economics import fleet_money
 from app.sizing.slo import Fleet
 from app.storage.database import Database
+from app.storage.recovery import recover
 from app.storage.write.writer import Writer
 
 log = logging.getLogger("tokenshape")
@@ -116,6 +117,9 @@ class Runtime:
         settings = self.settings
         async with AsyncExitStack() as stack:
             if not self.db.is_open:
+                # A damaged file or WAL is quarantined and rebuilt from what reads (health
+                # shows it); a newer, read-only or locked file stops the start in one line.
+                recover(self.db.path)
                 self.db.open()
             stack.callback(self.db.close)
             self.auth.load_signing_key()

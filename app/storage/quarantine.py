@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,7 +28,7 @@ class Damage:
     """One quarantined unit and what its damage cost."""
 
     name: str  # the file's name in the quarantine folder
-    kind: str  # journal-segment, …
+    kind: str  # journal segment, database file, database WAL
     original: str  # where it was found
     problem: str  # what was wrong, in words
     recovered_rows: int
@@ -60,8 +61,12 @@ def quarantine(
     recovered_rows: int,
     lost_rows: int | None,
     now: datetime | None = None,
+    companions: Iterable[Path] = (),
 ) -> Damage:
-    """Move `path` into `folder` with its note, and say so at ERROR naming the file."""
+    """Move `path` into `folder` with its note, and say so at ERROR naming the file.
+
+    `companions` (a database file's WAL) go with it, named as the unit plus their own suffix
+    (`…-tokenshape.duckdb.wal`), so the pair still opens together."""
     private_dir(folder)
     when = (now or datetime.now(UTC)).astimezone(UTC)
     name = f"{when:%Y%m%dT%H%M%SZ}-{path.name}"
@@ -71,6 +76,10 @@ def quarantine(
         n += 1
         target = folder / f"{name}.{n}"
     shutil.move(str(path), target)
+    for companion in companions:
+        if companion.exists():
+            suffix = companion.name.removeprefix(path.name) or f".{companion.name}"
+            shutil.move(str(companion), target.with_name(target.name + suffix))
     damage = Damage(
         name=target.name,
         kind=kind,
