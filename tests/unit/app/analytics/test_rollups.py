@@ -307,11 +307,25 @@ def scattered(tmp_path, demo_template) -> Iterator[Database]:
         yield database
 
 
-def test_many_scattered_stale_hours_read_as_one_select_each_and_still_match(scattered, monkeypatch):
+@pytest.mark.parametrize(
+    ("window", "hours_listed"),
+    [
+        ((END - 4 * 24 * H, END), True),  # the raw rows hash-joined on their UTC hour
+        ((END - 4 * 24 * H + timedelta(minutes=30), END - timedelta(minutes=17)), True),  # cut
+        ((None, None), True),
+        ((END - 4 * 24 * H, END), False),  # too many hours to list: the range join
+    ],
+)
+def test_many_scattered_stale_hours_read_as_one_select_each_and_still_match(
+    scattered, monkeypatch, window, hours_listed
+):
+    if not hours_listed:
+        monkeypatch.setattr(sql, "MAX_RAW_HOURS", 0)
     cur = scattered.cursor()
-    flt = Filter(start=END - 4 * 24 * H, end=END)
+    flt = Filter(start=window[0], end=window[1])
     sp = rollup_source.split(cur, flt)
     assert sp is not None and len(sp.raw) > sql.MERGE_RAW_OVER
+    assert (sql._interval_hours(sp.raw) is not None) == hours_listed
     assert len(sp.parts) > sql.MERGE_RAW_OVER  # the runs of clean hours between them too
     heat, four, q = (
         shapes.heatmap(cur, flt),
