@@ -286,11 +286,14 @@ class _Recovery:
             lost: int | None = 0
             what = f"{problem}; a new header was put before its entries and all of them replayed"
         else:
+            # Uncountable here: the requests among them that the journal moved in are stored
+            # again after this, by the writer's start (RequestStore._recover logs how many).
             lost = None
             what = (
                 f"{problem}; the transactions after byte {cut:,} of its {len(data):,} are lost "
-                "(committed after the database's last checkpoint; the journal no longer holds "
-                "their requests: a segment is deleted once its rows are committed)"
+                "(committed after the database's last checkpoint); requests the journal moved "
+                "in since then are stored again from it at this start (a segment is kept until "
+                "a checkpoint has its rows), any other change among them is lost"
             )
         salvaged = sibling(self.path, ".wal.salvaged")
         if kept:

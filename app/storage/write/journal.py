@@ -2,8 +2,12 @@
 
 A DuckDB commit of a few thousand rows costs ~4 us per row (WAL serialisation), a bulk insert
 of 100k+ rows ~1.4 us, an fsynced Arrow append ~0.3 us. So the writer acknowledges after the
-journal append and a mover thread inserts the journal into DuckDB in large transactions,
-deleting each segment only after its rows are committed there.
+journal append and a mover thread inserts the journal into DuckDB in large transactions.
+
+A segment's life: `segment-N.arrow` while its rows may not be in DuckDB; renamed `moved-N.arrow`
+once they are committed there; deleted once a checkpoint has put them in the database file
+(until then they are only in DuckDB's WAL, whose damage would lose them: the start replays
+moved segments to store again what the database lost, app/storage/write/store.py).
 
 Segments hold what clients sent (and the directory sits beside the database), so the directory
 is 0700 and each segment 0600. A new segment's name is made durable (fsync_dir) before its
@@ -28,6 +32,7 @@ BUFFER_BYTES = 4 * 1024 * 1024  # a flush of several thousand rows fits
 _MARKER = b"\xff\xff\xff\xff"  # every IPC message starts with it (Arrow >= 0.15)
 _END = _MARKER + b"\x00\x00\x00\x00"  # the end-of-stream marker a closed segment ends with
 _MAX_METADATA = 1 << 20  # a batch's metadata is a few hundred bytes; more is a damaged length
+_DATABASE = "database"  # which database file the moved segments were moved into
 
 
 @dataclass
@@ -56,12 +61,64 @@ class Journal:
         self._good = 0  # bytes of the open segment that hold complete, fsynced batches
         self._closed: list[Path] = []  # closed segments not yet handed to rotate()'s caller
         existing = self.segments()
-        tighten_and_log([self.directory, *existing])  # made before files were kept private
-        self._next = int(existing[-1].stem.split("-")[1]) + 1 if existing else 1
+        moved = self.moved()
+        tighten_and_log([self.directory, *existing, *moved])  # made before files were private
+        # Numbered after moved ones too: a new segment's moved name must not replace a kept one.
+        self._next = max((_number(p) for p in existing + moved), default=0) + 1
 
     def segments(self) -> list[Path]:
-        """Segment files on disk, oldest first (any left over from a crash included)."""
+        """Segments whose rows may not be in DuckDB yet, oldest first (a crash's included)."""
         return sorted(self.directory.glob("segment-*.arrow"))
+
+    def moved(self) -> list[Path]:
+        """Segments whose rows DuckDB has committed, kept until a checkpoint; oldest first."""
+        return sorted(self.directory.glob("moved-*.arrow"))
+
+    def database(self) -> str | None:
+        """The database file the moved segments were moved into (as `claim` put it), or None."""
+        try:
+            return (self.directory / _DATABASE).read_text().strip() or None
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def claim(self, database: str) -> None:
+        """Record that segments moved from now on go into `database` (a file's identity), made
+        durable before any is: a start replays moved segments only into the file they left."""
+        if self.database() == database:
+            return
+        temp = self.directory / (_DATABASE + ".tmp")
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(database + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(temp, self.directory / _DATABASE)
+        fsync_dir(self.directory)
+
+    def mark_moved(self, paths: list[Path]) -> list[Path]:
+        """Rename segments whose rows DuckDB has committed to `moved-N.arrow`; returns their
+        paths now. Never raises: a segment that keeps its name is replayed at a start like
+        one never moved, which skips its stored rows.
+
+        The folder is fsynced after: a rename lost in a power cut would make a moved segment
+        look unmoved, and its rows that retention or a sealed hour's fold removed since (they
+        are counted in the rollups) would be stored, and counted, again."""
+        out = []
+        for path in paths:
+            target = path.with_name("moved-" + path.name.removeprefix("segment-"))
+            if path.name.startswith("segment-"):
+                try:
+                    path.rename(target)
+                    path = target
+                except OSError:
+                    pass
+            out.append(path)
+        if out:
+            try:
+                fsync_dir(self.directory)
+            except OSError:
+                pass  # the renames still happened; only a power cut could undo them
+        return out
 
     def append(self, rows: pa.Table) -> None:
         """Write the rows to the open segment and fsync: after this they survive a crash.
@@ -237,6 +294,11 @@ class Journal:
         if schema is None:
             return None
         return pa.Table.from_batches(batches, schema=schema)
+
+
+def _number(path: Path) -> int:
+    """A segment file's number (`segment-000000012.arrow`, `moved-000000012.arrow`: 12)."""
+    return int(path.stem.split("-")[1])
 
 
 def _torn(exc: BaseException, data: bytes, pos: int) -> bool:
