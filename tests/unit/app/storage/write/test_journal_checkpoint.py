@@ -167,15 +167,21 @@ def test_replaying_moved_segments_stores_no_row_twice(db_template, tmp_path):
         assert _journal(path).segments() == [] and len(_journal(path).moved()) == 1
 
 
+def _moved(db, path, ids: list[str]):
+    """A store over `path`'s journal with rows `ids` written and moved; the mover's cursor."""
+    store = RequestStore(db.new_cursor(), journal=_journal(path))
+    mover = db.new_cursor()
+    _write(store, ids)
+    store.move(mover)
+    return mover
+
+
 def test_moved_rows_retention_removed_since_are_not_stored_again(db_template, tmp_path):
     """Retention deletes an hour's raw rows into its sealed rollups: a moved segment replayed
     after it must not bring them back, or the rollups would count them twice."""
     path = copy_database(db_template, tmp_path / "p.duckdb")
     with open_migrated(path) as db:
-        store = RequestStore(db.new_cursor(), journal=_journal(path))
-        mover = db.new_cursor()
-        _write(store, ["a", "b"])
-        store.move(mover)
+        mover = _moved(db, path, ["a", "b"])
         rollups.rebuild_all(mover)  # a dirty hour is not pruned until rebuilt
         later = datetime.now(UTC) + timedelta(days=2)
         pruned = retention.prune(mover, later, request_days=1, reject_days=0)
@@ -192,10 +198,7 @@ def test_moved_segments_are_not_replayed_into_a_backup_restored_in_the_files_pla
 ):
     path = copy_database(db_template, tmp_path / "b.duckdb")
     with open_migrated(path) as db:
-        store = RequestStore(db.new_cursor(), journal=_journal(path))
-        mover = db.new_cursor()
-        _write(store, ["a", "b"])
-        store.move(mover)
+        mover = _moved(db, path, ["a", "b"])
         mover.close()
     # The documented restore: the file moved aside, an older backup (here: empty) copied in.
     path.rename(tmp_path / "aside.duckdb")
