@@ -30,7 +30,7 @@ import duckdb
 
 from app.storage import tiers
 from app.storage.rows import first_row, rollback
-from app.storage.schema import KINDS, WEIGHT
+from app.storage.schema import DERIVED, KINDS, TIERS, WEIGHT
 
 # Buckets [GAMMA^b, GAMMA^(b+1)): any value is within RELATIVE_ERROR of its bucket's midpoint
 # 2 * GAMMA^(b+1) / (GAMMA + 1) (the DDSketch bound). 2% buckets: ±0.99%.
@@ -48,7 +48,16 @@ HALF_OCTAVE_EDGES: tuple[int, ...] = (0,) + tuple(
 )[:-1]
 # Lower edges of the output-token position bins of ITL by position (gap k follows token k).
 POSITION_EDGES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
-REBUILD_HOURS = 24  # hours per rebuild transaction, so a backfill yields to the mover
+# One rebuild transaction takes the oldest settled dirty hours while their raw rows, plus
+# HOUR_ROWS for each hour, stay within REBUILD_ROWS (an hour holding more is rebuilt alone),
+# and at most REBUILD_MAX_HOURS of them: bounded by rows, so its time follows the rows it
+# reads, not the hours it names. Measured here (bench/cardinality.py, bench/RESULTS.md): a
+# call costs ~0.15-0.2 s of statements, ~12 us per raw row and ~0.25-0.5 ms per hour, so a
+# full one takes ~0.4-0.55 s, about as long as the mover lets rows gather (MOVE_AFTER_S).
+# (24 hours a call, as before: 0.2 s for 24 cheap hours, unbounded for dense ones.)
+REBUILD_ROWS = 30_000
+HOUR_ROWS = 30
+REBUILD_MAX_HOURS = 1_000
 # An hour is rebuilt once no write has touched it for this long: the current hour is read raw
 # while traffic flows into it, instead of being recomputed again and again.
 SETTLE_S = 60.0
@@ -129,49 +138,100 @@ def mark_deleted(con: duckdb.DuckDBPyConnection, where: str, params: list) -> No
 
 
 def _full_from_raw(
-    con: duckdb.DuckDBPyConnection, hours: list[datetime], into: dict[str, str]
+    con: duckdb.DuckDBPyConnection, hours: list[datetime], kind: str, into: str
 ) -> None:
-    """Insert the full-grain rollup rows of `hours` from their raw rows into the tables
-    `into` names per kind (the rollup tables, or temp tables of their columns)."""
-    # The range lets DuckDB skip row groups by their min/max time; the list is exact.
-    raw = f"FROM requests WHERE started_at >= ? AND started_at < ? AND list_contains(?, {UTC_HOUR})"
+    """Insert the full-grain `kind` rows of `hours` from their raw rows into `into` (the
+    rollup table, or a temp table of its columns)."""
+    # The range lets DuckDB skip row groups by their min/max time; the semi-join is exact.
+    raw = (
+        "FROM requests WHERE started_at >= ? AND started_at < ? "
+        f"AND {UTC_HOUR} IN (SELECT unnest(?::TIMESTAMPTZ[]))"
+    )
     params = [min(hours), max(hours) + timedelta(hours=1), hours]
-    con.execute(
-        f"INSERT INTO {into['shapes']} SELECT {UTC_HOUR} AS hour, {DIMS}, "
-        f"{half_octave_sql('isl')} AS ib, {half_octave_sql('osl')} AS ob, count(*) AS n, "
-        f"sum({WEIGHT}) AS w {raw} GROUP BY ALL",
-        params,
-    )
-    values = ", ".join(f"{m}::DOUBLE" for m in MEASURES)
-    con.execute(
-        f"INSERT INTO {into['values']} SELECT hour, {DIMS}, measure, {bucket_sql('v')} AS b, "
-        "count(*) AS n, max(v) AS vmax, sum(v * wt) AS vsum, sum(wt) AS w FROM ("
-        f"SELECT {UTC_HOUR} AS hour, {DIMS}, {WEIGHT} AS wt, "
-        f"unnest(range({len(MEASURES)})) AS measure, unnest([{values}]) AS v {raw}"
-        ") WHERE v IS NOT NULL GROUP BY ALL",
-        params,
-    )
     hourly = f"(SELECT {UTC_HOUR} AS hour, * {raw})"
-    con.execute(f"INSERT INTO {into['gaps']} " + gaps_sql(hourly, f"hour, {DIMS}"), params)
-    con.execute(f"INSERT INTO {into['ttft']} " + ttft_sql(hourly, f"hour, {DIMS}"), params)
+    if kind == "shapes":
+        sql = (
+            f"SELECT {UTC_HOUR} AS hour, {DIMS}, {half_octave_sql('isl')} AS ib, "
+            f"{half_octave_sql('osl')} AS ob, count(*) AS n, sum({WEIGHT}) AS w {raw} GROUP BY ALL"
+        )
+    elif kind == "values":
+        values = ", ".join(f"{m}::DOUBLE" for m in MEASURES)
+        sql = (
+            f"SELECT hour, {DIMS}, measure, {bucket_sql('v')} AS b, count(*) AS n, "
+            "max(v) AS vmax, sum(v * wt) AS vsum, sum(wt) AS w FROM ("
+            f"SELECT {UTC_HOUR} AS hour, {DIMS}, {WEIGHT} AS wt, "
+            f"unnest(range({len(MEASURES)})) AS measure, unnest([{values}]) AS v {raw}"
+            ") WHERE v IS NOT NULL GROUP BY ALL"
+        )
+    elif kind == "gaps":
+        sql = gaps_sql(hourly, f"hour, {DIMS}")
+    else:
+        sql = ttft_sql(hourly, f"hour, {DIMS}")
+    con.execute(f"INSERT INTO {into} {sql}", params)
 
 
 def _sources(con: duckdb.DuckDBPyConnection, hours: list[datetime]) -> dict[datetime, str]:
     rows = con.execute(
-        "SELECT hour, source FROM rollup_hours WHERE list_contains(?, hour)", [hours]
+        "SELECT hour, source FROM rollup_hours WHERE hour IN (SELECT unnest(?::TIMESTAMPTZ[]))",
+        [hours],
     ).fetchall()
     return {r[0]: r[1] for r in rows}
 
 
+def due_hours(
+    con: duckdb.DuckDBPyConnection,
+    settle_s: float = SETTLE_S,
+    max_hours: int = REBUILD_MAX_HOURS,
+    max_rows: int | None = REBUILD_ROWS,
+) -> list[datetime]:
+    """The oldest dirty hours untouched for `settle_s`: at most `max_hours`, and (unless
+    `max_rows` is None) only as many as keep their raw rows plus HOUR_ROWS each within
+    `max_rows`; always the first one, however many rows it holds."""
+    hours = [
+        r[0]
+        for r in con.execute(
+            "SELECT hour FROM rollup_dirty GROUP BY hour "
+            "HAVING max(marked_at) <= get_current_timestamp() - to_microseconds(?) "
+            "ORDER BY hour LIMIT ?",
+            # No more candidates than could fit (each costs HOUR_ROWS at least).
+            [
+                int(settle_s * 1e6),
+                max_hours if max_rows is None else min(max_hours, max_rows // HOUR_ROWS + 1),
+            ],
+        ).fetchall()
+    ]
+    if len(hours) <= 1 or max_rows is None:
+        return hours
+    # One scan of the candidates' time range counts every hour's rows at once, by the hour's
+    # number since 1970 (8x cheaper than UTC_HOUR's time zone arithmetic).
+    counts = dict(
+        con.execute(
+            "SELECT floor(epoch_us(started_at) / 3600e6)::BIGINT AS h, count(*) FROM requests "
+            "WHERE started_at >= ? AND started_at < ? GROUP BY ALL",
+            [hours[0], hours[-1] + timedelta(hours=1)],
+        ).fetchall()
+    )
+    taken: list[datetime] = []
+    cost = 0
+    for hour in hours:
+        cost += counts.get(int(hour.timestamp()) // 3600, 0) + HOUR_ROWS
+        if taken and cost > max_rows:
+            break
+        taken.append(hour)
+    return taken
+
+
 def rebuild(
     con: duckdb.DuckDBPyConnection,
-    max_hours: int = REBUILD_HOURS,
+    max_hours: int = REBUILD_MAX_HOURS,
     settle_s: float = SETTLE_S,
     tz: str = "UTC",
+    max_rows: int | None = REBUILD_ROWS,
 ) -> int:
-    """Recompute up to `max_hours` dirty hours, each untouched for `settle_s`, from the raw
-    rows, and the tiers above them (app/storage/tiers.py; a new hour's day is its local day in
-    `tz`); returns how many were rebuilt.
+    """Recompute the oldest dirty hours untouched for `settle_s` from the raw rows, as many as
+    `due_hours` allows (`max_hours`, `max_rows`), and the tiers above them
+    (app/storage/tiers.py; a new hour's day is its local day in `tz`); returns how many were
+    rebuilt (0: none is due).
 
     An hour imported from the lake is left as it is (its raw rows, if any, stay raw); a
     sealed hour (retention pruned its raw rows) gets its late raw rows added, which are then
@@ -179,15 +239,7 @@ def rebuild(
     saw, so an hour marked again meanwhile (a concurrent write) stays dirty."""
     con.execute("BEGIN TRANSACTION")
     try:
-        hours = [
-            r[0]
-            for r in con.execute(
-                "SELECT hour FROM rollup_dirty GROUP BY hour "
-                "HAVING max(marked_at) <= get_current_timestamp() - to_microseconds(?) "
-                "ORDER BY hour LIMIT ?",
-                [int(settle_s * 1e6), max_hours],
-            ).fetchall()
-        ]
+        hours = due_hours(con, settle_s, max_hours, max_rows)
         if not hours:
             con.execute("COMMIT")
             return 0
@@ -209,28 +261,23 @@ def rebuild_hours(con: duckdb.DuckDBPyConnection, hours: list[datetime], tz: str
     normal = [h for h in hours if sources.get(h, "raw") == "raw"]
     sealed = [h for h in hours if sources.get(h) == "sealed"]
     if normal:
-        tiers.begin_replace(con, normal)
-        for kind in KINDS:
-            con.execute(f"DELETE FROM rollup_{kind} WHERE list_contains(?, hour)", [normal])
-        _full_from_raw(con, normal, {kind: f"rollup_{kind}" for kind in KINDS})
-        tiers.note_hours(con, normal, "raw", tz)
-        tiers.end_replace(con, normal)
+        tiers.replace(con, normal, tz, lambda kind, into: _full_from_raw(con, normal, kind, into))
     if sealed:
         temps = {kind: f"_fold_{kind}" for kind in KINDS}
         for kind, temp in temps.items():
             con.execute(
                 f"CREATE OR REPLACE TEMP TABLE {temp} AS SELECT * FROM rollup_{kind} LIMIT 0"
             )
-        _full_from_raw(con, sealed, temps)
+            _full_from_raw(con, sealed, kind, temp)
         tiers.fold(con, sealed, temps)
         for temp in temps.values():
             con.execute(f"DROP TABLE {temp}")
         con.execute(
             f"DELETE FROM requests WHERE started_at >= ? AND started_at < ? "
-            f"AND list_contains(?, {UTC_HOUR})",
+            f"AND {UTC_HOUR} IN (SELECT unnest(?::TIMESTAMPTZ[]))",
             [min(sealed), max(sealed) + timedelta(hours=1), sealed],
         )
-    con.execute("DELETE FROM rollup_dirty WHERE list_contains(?, hour)", [hours])
+    con.execute("DELETE FROM rollup_dirty WHERE hour IN (SELECT unnest(?::TIMESTAMPTZ[]))", [hours])
 
 
 def rebuild_all(con: duckdb.DuckDBPyConnection, tz: str = "UTC") -> int:
@@ -249,3 +296,19 @@ def hour_counts(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
         "(SELECT count(DISTINCT hour) FROM rollup_dirty)",
     )
     return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+def unbuild_all(con: duckdb.DuckDBPyConnection, settled: bool = True) -> None:
+    """Drop every rollup tier and mark every hour of raw rows dirty, as a migration adding a
+    rollup leaves the file (a rebuild from scratch starts there); `settled` marks them a day
+    old, so the catch-up takes them at once."""
+    for tier in (*TIERS, *DERIVED):
+        for kind in KINDS:
+            con.execute(f"DELETE FROM {tiers.table(tier, kind)}")
+    con.execute("DELETE FROM rollup_hours")
+    con.execute("DELETE FROM rollup_derived")
+    age = "INTERVAL 1 DAY" if settled else "INTERVAL 0 SECOND"
+    con.execute(
+        f"INSERT INTO rollup_dirty SELECT DISTINCT {UTC_HOUR}, get_current_timestamp() - {age} "
+        "FROM requests"
+    )

@@ -20,10 +20,12 @@ once the hourly tiers no longer hold the day's other hours.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import duckdb
 
+from app.storage.rows import first_row
 from app.storage.schema import DERIVED, DERIVED_TABLES, KINDS, ROLLUP_TABLES, TIERS
 
 # Bins that key a row beside the time and dimensions; the rest are summed except maxima.
@@ -57,26 +59,37 @@ def derive(con: duckdb.DuckDBPyConnection, days: list[datetime]) -> None:
         return
     for tier in DERIVED:
         for kind in KINDS:
-            picks = []
-            for name in columns(tier, kind):
-                if name == "hour" or name in DIMS or name in KEYS[kind]:
-                    picks.append(name)
-                elif name in MAXIMA:
-                    picks.append(f"max({name})")
-                elif name == "bad":  # the weight of requests not ok (the status column goes)
-                    picks.append("sum(CASE WHEN status <> 'ok' THEN w ELSE 0 END)")
-                else:
-                    picks.append(f"sum({name})")
+            picks = _derived_picks(tier, kind)
             target = table(tier, kind)
             # The range lets DuckDB skip row groups by their min/max before the list test.
             where = "hour >= ? AND hour <= ? AND list_contains(?, hour)"
             keys = [min(days), max(days), days]
             con.execute(f"DELETE FROM {target} WHERE {where}", keys)
             con.execute(
-                f"INSERT INTO {target} SELECT {', '.join(picks)} FROM {table('daily', kind)} "
+                f"INSERT INTO {target} SELECT {picks} FROM {table('daily', kind)} "
                 f"WHERE {where} GROUP BY ALL HAVING sum(n) > 0",
                 keys,
             )
+    _stamp_derived(con, days)
+
+
+def _derived_picks(tier: str, kind: str) -> str:
+    """The SELECT list that regroups daily rows into the derived `tier` (GROUP BY ALL)."""
+    picks = []
+    for name in columns(tier, kind):
+        if name == "hour" or name in DIMS or name in KEYS[kind]:
+            picks.append(name)
+        elif name in MAXIMA:
+            picks.append(f"max({name})")
+        elif name == "bad":  # the weight of requests not ok (the status column goes)
+            picks.append("sum(CASE WHEN status <> 'ok' THEN w ELSE 0 END)")
+        else:
+            picks.append(f"sum({name})")
+    return ", ".join(picks)
+
+
+def _stamp_derived(con: duckdb.DuckDBPyConnection, days: list[datetime]) -> None:
+    """Record that the derived rows of `days` are as new as their hours."""
     con.execute(
         "INSERT INTO rollup_derived SELECT d, get_current_timestamp() "
         "FROM unnest(?::TIMESTAMPTZ[]) AS t(d) "
@@ -198,6 +211,156 @@ def end_replace(con: duckdb.DuckDBPyConnection, hours: list[datetime]) -> None:
     for kind in KINDS:
         _merge(con, "daily", kind, days, _day_rows(kind, "hourly_nt", 1), [hours])
     derive(con, days)
+
+
+def _key(tier: str, kind: str) -> list[str]:
+    """The columns that identify a row of `tier`'s `kind` table (its cell)."""
+    return [c for c in columns(tier, kind) if c == "hour" or c in DIMS or c in KEYS[kind]]
+
+
+def _same(alias: str, other: str, cols: list[str]) -> str:
+    """`alias`'s and `other`'s `cols` are equal, NULL to NULL (engine and tenant may be NULL)."""
+    return " AND ".join(f"{alias}.{c} IS NOT DISTINCT FROM {other}.{c}" for c in cols)
+
+
+def _touched(alias: str, cols: list[str]) -> str:
+    """A condition on `alias`'s rows: their cell (`cols`) is one of _tier_delta's."""
+    return f"EXISTS (SELECT 1 FROM _tier_delta k WHERE {_same(alias, 'k', cols)})"
+
+
+def _write_changes(
+    con: duckdb.DuckDBPyConnection, target: str, cols: list[str], where: str, params: list
+) -> None:
+    """Make `target`'s rows matching `where` those of _tier_new, writing only the rows that
+    differ: _tier_gone gets the rows taken out, _tier_came the rows put in.
+
+    Deleting and inserting a row costs DuckDB far more than comparing it (its commit and
+    checkpoint rewrite the row groups touched): a late row changes a few cells of its hour,
+    and only those are written (and any cell whose sums came out different in the last bit,
+    added up in another order: rewritten, still right)."""
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE _tier_gone AS "
+        f"SELECT * FROM {target} WHERE {where} EXCEPT SELECT * FROM _tier_new",
+        params,
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE _tier_came AS "
+        f"SELECT * FROM _tier_new EXCEPT SELECT * FROM {target} WHERE {where}",
+        params,
+    )
+    con.execute(
+        f"DELETE FROM {target} d WHERE {where} "
+        f"AND EXISTS (SELECT 1 FROM _tier_gone g WHERE {_same('d', 'g', cols)})",
+        params,
+    )
+    con.execute(f"INSERT INTO {target} SELECT * FROM _tier_came")
+
+
+def replace(
+    con: duckdb.DuckDBPyConnection,
+    hours: list[datetime],
+    tz: str,
+    write_full: Callable[[str, str], None],
+) -> None:
+    """Rebuild raw `hours` in every tier, set-based, inside the caller's transaction: they are
+    noted (`note_hours`, source raw) and `write_full(kind, table)` inserts their new
+    full-grain rows into `table`. Hours that had rollups get only the rows that differ, in
+    the full-grain and hourly-without-tenant tiers; the daily and derived tiers change only
+    in the cells the changed rows fall in, by the new rows minus the old.
+
+    The same rows as `begin_replace` … `end_replace` (raw hours only grow between rebuilds,
+    so the new maxima bound the old), but what a rebuild writes follows what changed: a late
+    row rewrites the few cells it lands in, not its hour's and its whole day's."""
+    if not hours:
+        return
+    known = {
+        r[0]
+        for r in con.execute(
+            "SELECT hour FROM rollup_hours WHERE hour IN (SELECT unnest(?::TIMESTAMPTZ[]))",
+            [hours],
+        ).fetchall()
+    }
+    note_hours(con, hours, "raw", tz)
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE _tier_hours AS SELECT hour, day FROM rollup_hours "
+        "WHERE hour IN (SELECT unnest(?::TIMESTAMPTZ[]))",
+        [hours],
+    )
+    # The ranges let DuckDB skip row groups by their min/max time before the semi-joins.
+    span = [min(hours), max(hours)]
+    row = con.execute("SELECT min(day), max(day), list(DISTINCT day) FROM _tier_hours").fetchone()
+    assert row is not None
+    day_span, days = [row[0], row[1]], row[2]
+    in_hours = "hour >= ? AND hour <= ? AND hour IN (SELECT hour FROM _tier_hours)"
+    by_day = "SELECT {} FROM {} t JOIN _tier_hours h ON h.hour = t.hour {} GROUP BY ALL"
+    for kind in KINDS:
+        full, nt, daily = (table(t, kind) for t in ("hourly", "hourly_nt", "daily"))
+        if not known:  # new hours (a backfill): nothing to compare, rows go straight in
+            for target in (full, nt):  # (no rows are expected there: cheap, and certain)
+                con.execute(f"DELETE FROM {target} WHERE {in_hours}", span)
+            write_full(kind, full)
+            con.execute(
+                f"INSERT INTO {nt} SELECT {_select('hourly_nt', kind)} FROM {full} "
+                f"WHERE {in_hours} GROUP BY ALL",
+                span,
+            )
+            con.execute(
+                "CREATE OR REPLACE TEMP TABLE _tier_delta AS "
+                + by_day.format(
+                    _select("daily", kind, "h.day"), nt, "WHERE t.hour >= ? AND t.hour <= ?"
+                ),
+                span,
+            )
+        else:
+            con.execute(f"CREATE OR REPLACE TEMP TABLE _tier_new AS SELECT * FROM {full} LIMIT 0")
+            write_full(kind, "_tier_new")
+            _write_changes(con, full, columns("hourly", kind), in_hours, span)
+            con.execute(
+                "CREATE OR REPLACE TEMP TABLE _tier_new AS "
+                f"SELECT {_select('hourly_nt', kind)} FROM {full} WHERE {in_hours} GROUP BY ALL",
+                span,
+            )
+            _write_changes(con, nt, columns("hourly_nt", kind), in_hours, span)
+            # The changed hourly-without-tenant rows' share of their days: new minus old.
+            con.execute(
+                "CREATE OR REPLACE TEMP TABLE _tier_delta AS "
+                + by_day.format(_select("daily", kind, "h.day", -1), "_tier_gone", "")
+            )
+            con.execute(
+                "INSERT INTO _tier_delta "
+                + by_day.format(_select("daily", kind, "h.day"), "_tier_came", "")
+            )
+        changed = first_row(con, "SELECT count(*) FROM _tier_delta")
+        if not (changed and changed[0]):
+            continue  # the hours' rows are what they were: their days stay as they are
+        cells = _touched("d", _key("daily", kind))
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE _tier_merge AS SELECT {_select('daily', kind)} FROM ("
+            f"SELECT d.* FROM {daily} d WHERE d.hour >= ? AND d.hour <= ? AND {cells} "
+            "UNION ALL SELECT * FROM _tier_delta) GROUP BY ALL HAVING sum(n) > 0",
+            day_span,
+        )
+        con.execute(
+            f"DELETE FROM {daily} d WHERE d.hour >= ? AND d.hour <= ? AND {cells}", day_span
+        )
+        con.execute(f"INSERT INTO {daily} SELECT * FROM _tier_merge")
+        # Each derived cell the changed daily cells fall in, regrouped from its daily rows.
+        for tier in DERIVED:
+            target = table(tier, kind)
+            derived = _touched("d", _key(tier, kind))
+            con.execute(
+                f"DELETE FROM {target} d WHERE d.hour >= ? AND d.hour <= ? AND {derived}",
+                day_span,
+            )
+            con.execute(
+                f"INSERT INTO {target} SELECT {_derived_picks(tier, kind)} FROM {daily} d "
+                f"WHERE d.hour >= ? AND d.hour <= ? AND {derived} GROUP BY ALL HAVING sum(n) > 0",
+                day_span,
+            )
+    _stamp_derived(con, days)
+    for temp in ("_tier_new", "_tier_gone", "_tier_came", "_tier_delta", "_tier_merge"):
+        con.execute(f"DROP TABLE IF EXISTS {temp}")
+    con.execute("DROP TABLE _tier_hours")
 
 
 def fold(con: duckdb.DuckDBPyConnection, hours: list[datetime], delta: dict[str, str]) -> None:
