@@ -49,7 +49,14 @@ sys.path.insert(0, str(ROOT))
 
 from app.analytics import overview, shapes  # noqa: E402
 from app.analytics.filters import Filter  # noqa: E402
+from app.dashboard.pages import compare as compare_page  # noqa: E402
+from app.dashboard.pages import latency as latency_page  # noqa: E402
+from app.dashboard.pages import notes as notes_page  # noqa: E402
 from app.dashboard.pages import overview as overview_page  # noqa: E402
+from app.dashboard.pages import rightsizing as rightsizing_page  # noqa: E402
+from app.dashboard.pages import seasonal as seasonal_page  # noqa: E402
+from app.dashboard.pages import shapes as shapes_page  # noqa: E402
+from app.dashboard.pages import traffic as traffic_page  # noqa: E402
 from app.services import demo  # noqa: E402
 from app.sizing.slo import Fleet  # noqa: E402
 from app.storage import rollups  # noqa: E402
@@ -90,6 +97,7 @@ def _measure(call: Callable[[], object], runs: int) -> tuple[float, float, int]:
 def _page_calls(db: Database) -> dict[str, Callable[[], object]]:
     cur = db.cursor()
     flt = Filter(start=END - timedelta(days=7), end=END)
+    week = {"start": (END - timedelta(days=7)).isoformat(), "end": END.isoformat()}
     return {
         "Overview layout": lambda: overview_page.layout_for(
             db, {"window": "7d"}, END, "UTC", Fleet()
@@ -98,6 +106,25 @@ def _page_calls(db: Database) -> dict[str, Callable[[], object]]:
         "shapes (four)": lambda: shapes.four_shapes(cur, flt),
         "quantiles": lambda: shapes.quantiles(cur, flt),
         "filter choices": lambda: overview.dimension_values(cur),
+        # Every other page whose content can depend on how many models and tenants there
+        # are (Reports and Admin cannot), its layout and the callbacks that fill it.
+        "Overview latency lines": lambda: overview_page.latency_outputs(
+            db, week, END, "UTC", Fleet()
+        ),
+        "Shapes layout": lambda: shapes_page.layout_for(db, week, END),
+        "Latency layout, split by tenant": lambda: latency_page.layout_for(
+            db, week | {"split": "tenant"}, END, "UTC"
+        ),
+        "Latency load figures": lambda: latency_page.load_figures(db, week, END, "UTC"),
+        "Traffic layout, split by model": lambda: traffic_page.layout_for(
+            db, week | {"split": "model"}, END, "UTC"
+        ),
+        "Rightsizing fleet rows": lambda: rightsizing_page.fleet_rows(
+            db, week, END, "UTC", Fleet()
+        ),
+        "Seasonal layout": lambda: seasonal_page.layout_for(db, {}, END, "UTC", 0.2),
+        "Compare layout": lambda: compare_page.layout_for(db, week, END),
+        "Notes layout": lambda: notes_page.layout_for(db, week, END, "UTC"),
     }
 
 

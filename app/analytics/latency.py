@@ -71,7 +71,10 @@ def trend(
     for m in TREND_MEASURES:
         values = frame.pop(m)
         for k, name in enumerate(TREND_NAMES):
-            frame[f"{m}_{name}"] = [None if v is None else v[k] for v in values]
+            # No list where no row reports the measure: None, or pandas' NA (nullable type).
+            frame[f"{m}_{name}"] = [
+                v[k] if isinstance(v, list | np.ndarray) else None for v in values
+            ]
     frame.attrs["relative_error"] = 0.0
     return frame
 

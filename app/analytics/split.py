@@ -162,7 +162,11 @@ def raw_series(
         for m in measures:
             values = frame.pop(m)
             for j, label in enumerate(labels):
-                frame[f"{m}_{label}"] = [np.nan if v is None else v[j] for v in values]
+                # A bucket where no row reports the measure has no list: None, or pandas'
+                # NA when the column's type is a nullable one.
+                frame[f"{m}_{label}"] = [
+                    v[j] if isinstance(v, list | np.ndarray) else np.nan for v in values
+                ]
     else:
         source = f"(SELECT {key} AS k, {local} AS bucket, * FROM requests WHERE {where})"
         source_params = [*key_params, *lead, *params]

@@ -205,3 +205,18 @@ def test_ttft_fits_from_rollups_match_raw_rows(seeded):
         assert a.bins["ttft_p50"].tolist() == pytest.approx(
             b.bins["ttft_p50"].tolist(), rel=RELATIVE_ERROR + 1e-12
         )
+
+
+def test_a_tenant_whose_requests_report_no_latency_has_gaps_not_an_error(database):
+    """Raw rows (a tenant split) where a series' bucket has no TTFT or ITL at all: its
+    quantiles are missing, not a failure (DuckDB's NULL list reads back as pandas' NA)."""
+    quiet = [
+        record(900 + i, tenant="t-quiet", ttft_ms=None, itl_ms=None, e2e_ms=None) for i in range(3)
+    ]
+    store(database, [*RECS, *quiet])
+    found = latency.trend_by(database.cursor(), Filter(), "1h", "UTC", "tenant")
+    series = dict(found.series)
+    assert found.raw and "t-quiet" in series
+    quiet_frame = series["t-quiet"]
+    assert quiet_frame["requests"].sum() == 3
+    assert quiet_frame.filter(like="ttft").isna().all().all()
