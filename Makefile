@@ -61,7 +61,7 @@ install: $(BIN)/tokenshape $(PARTIAL_PLOTLY)
 
 # Fresh demo data each time (the demo's timestamps end at the current hour).
 demo: install
-	rm -f data/demo.duckdb data/demo.duckdb.wal
+	rm -rf data/demo.duckdb data/demo.duckdb.wal data/demo.duckdb.journal data/demo.duckdb.quarantine
 	$(BIN)/tokenshape demo --db data/demo.duckdb --serve --host 127.0.0.1 --port $(PORT)
 
 run: install
