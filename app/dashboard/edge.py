@@ -9,6 +9,7 @@ tests/security/test_dash_fuzz.py, which fuzzes every callback the server has."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import typing
@@ -171,10 +172,7 @@ def arg_types(func: Callable, sent: list) -> list[Any]:
     """The declared type of each input and state of `func`, in order (`sent` names them): its
     signature's, or its property's for a callback that declares none (Dash's page router)."""
     original = inspect.unwrap(func)
-    hints = typing.get_type_hints(original)
-    params = list(inspect.signature(original).parameters.values())
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    rest = next((p for p in params if p.kind is p.VAR_POSITIONAL), None)
+    hints, positional, rest = _signature(original)
     types: list[Any] = []
     for position, item in enumerate(sent):
         param = positional[position] if position < len(positional) else rest
@@ -187,6 +185,19 @@ def arg_types(func: Callable, sent: list) -> list[Any]:
             continue
         raise TypeError(f"{original.__qualname__} declares no type for {_field(item)}")
     return types
+
+
+@functools.cache
+def _signature(
+    original: Callable,
+) -> tuple[dict[str, Any], list[inspect.Parameter], inspect.Parameter | None]:
+    """A callback's type hints, positional parameters and *rest, read once per callback (not
+    at every request: resolving the hints costs more than checking the values)."""
+    hints = typing.get_type_hints(original)
+    params = list(inspect.signature(original).parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    rest = next((p for p in params if p.kind is p.VAR_POSITIONAL), None)
+    return hints, positional, rest
 
 
 def _field(item: object) -> str:

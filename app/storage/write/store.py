@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from app.storage import quarantine, rollups
 from app.storage.batches import Batch, WriteResult, rejects_table
+from app.storage.database import sibling
 from app.storage.rows import first_row, rollback
 from app.storage.schema import REQUEST_COLUMNS, conform_requests
 from app.storage.write.journal import Journal, Salvage
@@ -668,7 +669,7 @@ def _wal_paths(db: Path | None) -> tuple[Path, ...]:
     in turn sees such a file under one name or the other, never under neither."""
     if db is None:
         return ()
-    return tuple(db.with_name(db.name + suffix) for suffix in (".checkpoint.wal", ".wal"))
+    return tuple(sibling(db, suffix) for suffix in (".checkpoint.wal", ".wal"))
 
 
 def _identity(db: Path | None) -> str | None:
